@@ -1,0 +1,90 @@
+"""Tick cost: fast parse + store update vs prometheus_client's parse of the same text.
+
+Run: python -m benchmarks.bench_tick
+Also prints the store's memory after a simulated 24 h of 1 s ticks.
+"""
+
+from __future__ import annotations
+
+import resource
+import time
+from collections.abc import Callable
+
+from tests.payloads import fixture, multi_engine
+from vtop.core.exposition import ExpositionParser, reference_samples
+from vtop.core.frame import Frame, ScrapeStatus, TargetScrape
+from vtop.core.store import Store
+
+TARGET = "http://127.0.0.1:8000"
+
+
+def best_ms(work: Callable[[], object], repeat: int) -> float:
+    """Best-of-5 mean milliseconds per call."""
+    best = float("inf")
+    for _ in range(5):
+        started = time.perf_counter()
+        for _ in range(repeat):
+            work()
+        best = min(best, (time.perf_counter() - started) / repeat * 1000)
+    return best
+
+
+def tick_runner(texts: list[str]) -> Callable[[], object]:
+    """One vtop tick per call: parse the next payload, build a frame, ingest it."""
+    parser, store = ExpositionParser(), Store()
+    state = {"tick": 0}
+
+    def tick() -> object:
+        state["tick"] += 1
+        parsed = parser.parse(texts[state["tick"] % len(texts)])
+        scrape = TargetScrape(
+            TARGET, ScrapeStatus.OK, "", tuple(parsed.samples), parsed.types, ()
+        )
+        return store.ingest(Frame(float(state["tick"]), (scrape,)))
+
+    return tick
+
+
+def compare(label: str, texts: list[str], repeat: int) -> None:
+    """Print vtop's tick against the reference parse alone."""
+    reference = best_ms(lambda: reference_samples(texts[0]), repeat)
+    vtop_tick = best_ms(tick_runner(texts), repeat)
+    size_kb = len(texts[0]) / 1024
+    print(
+        f"{label:<22} {size_kb:7.0f} KB  reference parse {reference:7.2f} ms  "
+        f"vtop parse+store {vtop_tick:6.2f} ms  ratio {reference / vtop_tick:5.1f}x"
+    )
+
+
+def memory_after_a_day(texts: list[str]) -> None:
+    """Ingest 24 h of 1 s ticks (pre-parsed, to keep the run short) and print the memory bound."""
+    parser, store = ExpositionParser(), Store()
+    scrapes = []
+    for text in texts:
+        parsed = parser.parse(text)
+        scrapes.append(TargetScrape(TARGET, ScrapeStatus.OK, "", tuple(parsed.samples), parsed.types))
+    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    for second in range(24 * 3600):
+        store.ingest(Frame(float(second), (scrapes[second % len(scrapes)],)))
+        if second + 1 in (3600, 6 * 3600, 24 * 3600):
+            print(
+                f"after {(second + 1) // 3600:2d} h: {store.series_count()} series, "
+                f"rings {store.memory_bytes() / 2**20:.1f} MiB (bound: 8 B x {store.capacity} "
+                f"ticks x series)"
+            )
+    growth = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before
+    print(f"peak RSS growth during the 24 h run: {growth / 1024:.1f} MiB")
+
+
+def main() -> None:
+    """Run all tick benchmarks."""
+    one = [fixture("underload")]
+    eight = [multi_engine(text, 8) for text in one]
+    print("tick = parse one /metrics payload + ingest into the store (warm parser)")
+    compare("vLLM 0.32, 1 engine", one, 200)
+    compare("synthetic, 8 engines", eight, 30)
+    memory_after_a_day(one)
+
+
+if __name__ == "__main__":
+    main()

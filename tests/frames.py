@@ -1,0 +1,36 @@
+"""Build frames from plain numbers for store and rule tests."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from vtop.core.exposition import ExpositionParser
+from vtop.core.frame import Frame, ScrapeStatus, TargetScrape
+
+TARGET = "http://127.0.0.1:8000"
+
+
+def exposition(types: Mapping[str, str], values: Mapping[str, float]) -> str:
+    """Exposition text from {'name{labels}': value} and {'family': type}."""
+    lines = [f"# TYPE {family} {kind}" for family, kind in types.items()]
+    lines += [f"{head} {value!r}" for head, value in values.items()]
+    return "\n".join(lines) + "\n"
+
+
+def frame_from_text(when: float, text: str, target: str = TARGET) -> Frame:
+    """A frame holding one successful scrape of `text`."""
+    parsed = ExpositionParser().parse(text)
+    scrape = TargetScrape(
+        target, ScrapeStatus.OK, text, tuple(parsed.samples), parsed.types, tuple(parsed.errors)
+    )
+    return Frame(when, (scrape,))
+
+
+def frame(when: float, types: Mapping[str, str], values: Mapping[str, float]) -> Frame:
+    """A frame from plain numbers."""
+    return frame_from_text(when, exposition(types, values))
+
+
+def down_frame(when: float, target: str = TARGET) -> Frame:
+    """A frame in which the target was unreachable."""
+    return Frame(when, (TargetScrape(target, ScrapeStatus.UNREACHABLE, error="refused"),))

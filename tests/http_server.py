@@ -1,0 +1,50 @@
+"""A small real HTTP server on 127.0.0.1 serving canned /metrics responses, for scrape tests."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+@dataclass
+class Canned:
+    """What the server answers; tests change it between scrapes."""
+
+    body: str = ""
+    status: int = 200
+    content_type: str = "text/plain; version=0.0.4; charset=utf-8"
+    seen_headers: list[dict[str, str]] = field(default_factory=list)
+
+
+def _handler(canned: Canned) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            canned.seen_headers.append(dict(self.headers.items()))
+            payload = canned.body.encode()
+            self.send_response(canned.status)
+            self.send_header("Content-Type", canned.content_type)
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def log_message(self, format: str, *args: object) -> None:
+            return
+
+    return Handler
+
+
+@contextmanager
+def serving(canned: Canned) -> Iterator[str]:
+    """Serve `canned` on a free loopback port; yield the base URL; always shut down."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(canned))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)

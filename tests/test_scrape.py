@@ -1,0 +1,99 @@
+"""The HTTP source against a real local HTTP server: every outcome is typed, nothing raises."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from tests.http_server import Canned, serving
+from tests.payloads import fixture
+from vtop.core.frame import ScrapeStatus, TargetScrape
+from vtop.core.sources.vllm_http import ScrapeOptions, VllmHttpSource, metrics_url
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def scrape_once(url: str, options: ScrapeOptions | None = None) -> TargetScrape:
+    source = VllmHttpSource(url, options or ScrapeOptions(timeout_s=2.0))
+    try:
+        return await source.scrape()
+    finally:
+        await source.close()
+
+
+def test_metrics_url_forms() -> None:
+    assert metrics_url("127.0.0.1:8000") == "http://127.0.0.1:8000/metrics"
+    assert metrics_url("https://h/metrics/") == "https://h/metrics"
+    assert metrics_url("http://h:1/") == "http://h:1/metrics"
+
+
+async def test_ok_scrape_keeps_raw_text_and_samples() -> None:
+    canned = Canned(body=fixture("underload"))
+    with serving(canned) as url:
+        result = await scrape_once(url)
+    assert result.status is ScrapeStatus.OK
+    assert result.raw_text == canned.body
+    assert len(result.samples) == 420
+    assert result.target == url
+
+
+async def test_bearer_token_is_sent(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VLLM_API_KEY", "sekrit")
+    canned = Canned(body=fixture("idle"))
+    with serving(canned) as url:
+        await scrape_once(url, ScrapeOptions.from_env(timeout_s=2.0))
+    assert canned.seen_headers[0]["Authorization"] == "Bearer sekrit"
+
+
+async def test_unreachable_endpoint() -> None:
+    result = await scrape_once(f"http://127.0.0.1:{free_port()}")
+    assert result.status is ScrapeStatus.UNREACHABLE
+    assert "connection" in result.error
+
+
+async def test_http_error_names_the_status() -> None:
+    canned = Canned(body="forbidden", status=403)
+    with serving(canned) as url:
+        result = await scrape_once(url)
+    assert result.status is ScrapeStatus.HTTP_ERROR
+    assert result.http_status == 403
+    assert "--api-key" in result.error
+
+
+async def test_not_vllm_when_no_vllm_series() -> None:
+    canned = Canned(body="# TYPE http_requests_total counter\nhttp_requests_total 3\n")
+    with serving(canned) as url:
+        result = await scrape_once(url)
+    assert result.status is ScrapeStatus.NOT_VLLM
+    assert "--disable-log-stats" in result.error
+
+
+async def test_malformed_lines_do_not_lose_the_scrape() -> None:
+    canned = Canned(body=fixture("underload") + "vllm:broken{ 1\n")
+    with serving(canned) as url:
+        result = await scrape_once(url)
+    assert result.status is ScrapeStatus.OK
+    assert len(result.samples) == 420
+    assert "line" in str(result.parse_errors[0])
+
+
+async def test_openmetrics_content_type_is_honoured() -> None:
+    body = '# TYPE vllm:x counter\nvllm:x_total 1 # {t="a"} 1\n# EOF\n'
+    canned = Canned(body=body, content_type="application/openmetrics-text; version=1.0.0")
+    with serving(canned) as url:
+        result = await scrape_once(url)
+    assert result.status is ScrapeStatus.OK
+    assert [s.value for s in result.samples] == [1.0]
+
+
+async def test_oversized_body_is_refused() -> None:
+    canned = Canned(body=fixture("idle"))
+    with serving(canned) as url:
+        result = await scrape_once(url, ScrapeOptions(timeout_s=2.0, max_body_bytes=1000))
+    assert result.status is ScrapeStatus.HTTP_ERROR
+    assert "exceeds" in result.error

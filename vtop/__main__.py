@@ -1,0 +1,7 @@
+"""`python -m vtop`."""
+
+import sys
+
+from vtop.cli import main
+
+sys.exit(main())

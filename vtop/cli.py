@@ -1,0 +1,73 @@
+"""Command line: argv -> settings -> command."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from collections.abc import Callable, Sequence
+
+from vtop import __version__
+from vtop.core.sources.vllm_http import API_KEY_ENV, DEFAULT_URL, ScrapeOptions
+
+Command = Callable[[list[str]], int]
+
+
+def add_target_options(parser: argparse.ArgumentParser) -> None:
+    """Options for reaching vLLM endpoints."""
+    parser.add_argument("--api-key", default=None, help=f"bearer token (default: ${API_KEY_ENV})")
+    parser.add_argument("--insecure", action="store_true", help="do not verify TLS certificates")
+    parser.add_argument("--timeout", type=float, default=5.0, help="scrape timeout in seconds")
+
+
+def scrape_options(args: argparse.Namespace) -> ScrapeOptions:
+    """ScrapeOptions from parsed arguments and the environment."""
+    api_key = args.api_key or os.environ.get(API_KEY_ENV) or None
+    return ScrapeOptions(timeout_s=args.timeout, api_key=api_key, verify_tls=not args.insecure)
+
+
+def monitor_parser() -> argparse.ArgumentParser:
+    """`vtop [URL ...]`."""
+    parser = argparse.ArgumentParser(prog="vtop", description="top for vLLM")
+    parser.add_argument("urls", nargs="*", default=[DEFAULT_URL], metavar="URL")
+    parser.add_argument("--version", action="version", version=f"vtop {__version__}")
+    parser.add_argument("--interval", type=float, default=1.0, help="seconds between scrapes")
+    parser.add_argument("--window", type=float, default=15.0, help="seconds for rates/quantiles")
+    parser.add_argument("--plain", action="store_true", help="plain text lines (the default today)")
+    parser.add_argument("--once", action="store_true", help="take --samples scrapes, then exit")
+    parser.add_argument("--samples", type=int, default=2, help="scrapes taken with --once")
+    add_target_options(parser)
+    return parser
+
+
+def monitor_main(argv: list[str]) -> int:
+    """Watch one or more vLLM servers."""
+    from vtop.monitor import run_monitor
+
+    args = monitor_parser().parse_args(argv)
+    ticks = args.samples if args.once else None
+    try:
+        return asyncio.run(
+            run_monitor(args.urls, scrape_options(args), args.interval, args.window, ticks)
+        )
+    except KeyboardInterrupt:
+        return 0
+
+
+def bench_main(argv: list[str]) -> int:
+    """`vtop bench`: the load generator."""
+    from vtop.bench_cli import bench_main as run
+
+    return run(argv)
+
+
+COMMANDS: dict[str, Command] = {"bench": bench_main}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `vtop` console script."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] in COMMANDS:
+        return COMMANDS[args[0]](args[1:])
+    return monitor_main(args)

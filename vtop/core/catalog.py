@@ -1,0 +1,156 @@
+"""vLLM metric catalogue: names vtop uses, types, units, and aliases across vLLM versions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from vtop.core.frame import Series
+
+
+@dataclass(frozen=True)
+class MetricInfo:
+    """One vLLM metric family as exposed on the wire."""
+
+    name: str
+    type: str
+    unit: str
+    description: str
+    aliases: tuple[str, ...] = ()
+    note: str = ""
+
+
+def _m(
+    name: str, kind: str, unit: str, description: str, *aliases: str, note: str = ""
+) -> MetricInfo:
+    return MetricInfo(
+        f"vllm:{name}", kind, unit, description, tuple(f"vllm:{a}" for a in aliases), note
+    )
+
+
+METRICS: tuple[MetricInfo, ...] = (
+    _m("num_requests_running", "gauge", "requests", "Requests in model execution batches"),
+    _m(
+        "num_requests_waiting",
+        "gauge",
+        "requests",
+        "Requests waiting to be scheduled",
+        note="since 2026-04 (#38435) capacity + deferred",
+    ),
+    _m(
+        "num_requests_waiting_by_reason",
+        "gauge",
+        "requests",
+        "Waiting by reason (capacity/deferred)",
+    ),
+    _m(
+        "num_requests_swapped",
+        "gauge",
+        "requests",
+        "Swapped requests",
+        note="V0 only; removed v0.9.1",
+    ),
+    _m(
+        "kv_cache_usage_perc",
+        "gauge",
+        "ratio",
+        "KV-cache usage, 1 = full",
+        "gpu_cache_usage_perc",
+        note="gpu_cache_usage_perc before v0.9.2, removed in 0.12",
+    ),
+    _m("cpu_cache_usage_perc", "gauge", "ratio", "CPU swap cache usage", note="V0 only"),
+    _m(
+        "prefix_cache_queries_total",
+        "counter",
+        "tokens",
+        "Prefix-cache queried tokens",
+        "gpu_prefix_cache_queries_total",
+        note="counted blocks before v0.9.0",
+    ),
+    _m(
+        "prefix_cache_hits_total",
+        "counter",
+        "tokens",
+        "Prefix-cache hit tokens",
+        "gpu_prefix_cache_hits_total",
+        note="counted blocks before v0.9.0",
+    ),
+    _m("gpu_prefix_cache_hit_rate", "gauge", "ratio", "Prefix-cache hit rate", note="V0 only"),
+    _m("external_prefix_cache_queries_total", "counter", "tokens", "KV-connector cache queries"),
+    _m("external_prefix_cache_hits_total", "counter", "tokens", "KV-connector cache hits"),
+    _m("num_preemptions_total", "counter", "preemptions", "Cumulative preemptions"),
+    _m("prompt_tokens_total", "counter", "tokens", "Prompt tokens, cached included"),
+    _m("generation_tokens_total", "counter", "tokens", "Generated tokens"),
+    _m("prompt_tokens_cached_total", "counter", "tokens", "Cached prompt tokens"),
+    _m("request_success_total", "counter", "requests", "Finished requests by finished_reason"),
+    _m("admission_rejections_total", "counter", "requests", "Requests rejected at admission"),
+    _m("request_prompt_tokens", "histogram", "tokens", "Prompt length per finished request"),
+    _m("request_generation_tokens", "histogram", "tokens", "Output length per finished request"),
+    _m("request_params_max_tokens", "histogram", "tokens", "max_tokens request parameter"),
+    _m("iteration_tokens_total", "histogram", "tokens", "Tokens per engine step"),
+    _m("time_to_first_token_seconds", "histogram", "seconds", "Time to first token"),
+    _m(
+        "inter_token_latency_seconds",
+        "histogram",
+        "seconds",
+        "Gap between output events",
+        "time_per_output_token_seconds",
+        note="time_per_output_token_seconds before 0.11 (removed 0.15)",
+    ),
+    _m("request_time_per_output_token_seconds", "histogram", "seconds", "Per-request TPOT"),
+    _m("e2e_request_latency_seconds", "histogram", "seconds", "End-to-end request latency"),
+    _m(
+        "request_queue_time_seconds",
+        "histogram",
+        "seconds",
+        "Time queued before first schedule",
+        "time_in_queue_requests",
+        note="time_in_queue_requests in V0 until v0.9.1",
+    ),
+    _m("request_prefill_time_seconds", "histogram", "seconds", "Prefill time"),
+    _m("request_decode_time_seconds", "histogram", "seconds", "Decode time"),
+    _m("request_inference_time_seconds", "histogram", "seconds", "Scheduled to last token"),
+    _m("request_prefill_kv_computed_tokens", "histogram", "tokens", "Prompt tokens not from cache"),
+    _m("request_num_preemptions", "histogram", "preemptions", "Preemptions per request"),
+    _m("spec_decode_num_drafts_total", "counter", "drafts", "Speculative drafts"),
+    _m("spec_decode_num_draft_tokens_total", "counter", "tokens", "Draft tokens proposed"),
+    _m("spec_decode_num_accepted_tokens_total", "counter", "tokens", "Draft tokens accepted"),
+    _m("cache_config_info", "gauge", "info", "CacheConfig fields as labels"),
+    _m("engine_sleep_state", "gauge", "state", "Sleep/wake state"),
+    _m("lora_requests_info", "gauge", "info", "Running/waiting LoRA adapters"),
+)
+
+CANONICAL_BY_ALIAS: dict[str, str] = {}
+for _info in METRICS:
+    for _alias in _info.aliases:
+        for _suffix in ("", "_bucket", "_sum", "_count", "_created"):
+            CANONICAL_BY_ALIAS[_alias + _suffix] = _info.name + _suffix
+MAX_CACHED = 200_000
+BY_NAME: dict[str, MetricInfo] = {info.name: info for info in METRICS}
+
+
+def canonical_name(name: str) -> str:
+    """The current wire name for `name` (itself when it is not an old alias)."""
+    return CANONICAL_BY_ALIAS.get(name, name)
+
+
+def is_vllm(name: str) -> bool:
+    """True for a vLLM engine metric (Prometheus `vllm:` prefix)."""
+    return name.startswith("vllm:")
+
+
+class Normalizer:
+    """Maps raw series to canonical names, caching per series; new metrics pass through."""
+
+    def __init__(self) -> None:
+        self._canonical: dict[Series, tuple[Series, bool]] = {}
+
+    def normalize(self, series: Series) -> tuple[Series, bool]:
+        """The canonical series and whether the raw name was an old alias."""
+        known = self._canonical.get(series)
+        if known is None:
+            if len(self._canonical) >= MAX_CACHED:
+                self._canonical.clear()
+            name = canonical_name(series.name)
+            known = (Series(name, series.labels), name != series.name)
+            self._canonical[series] = known
+        return known

@@ -1,0 +1,234 @@
+"""Fast Prometheus / OpenMetrics text parser with prometheus_client as the reference fallback.
+
+Written by hand because prometheus_client's parser re-parses every label set on every scrape:
+here the text before the value (name and labels) is looked up in a cache, so a tick whose series
+set has not changed costs one dict lookup and one float() per line.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from prometheus_client.openmetrics import parser as om_reference
+from prometheus_client.parser import text_string_to_metric_families as text_reference
+
+from vtop.core.frame import Labels, ParseError, Sample, Series
+
+METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*\Z")
+LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*\Z")
+ESCAPES = {"\\": "\\", '"': '"', "n": "\n"}
+FAMILY_SUFFIXES = ("_bucket", "_count", "_sum", "_total", "_created", "_gcount", "_gsum", "_info")
+MAX_CACHED_SERIES = 200_000
+
+
+@dataclass
+class ParsedExposition:
+    """Samples, declared metric types and per-line errors of one exposition text."""
+
+    samples: list[Sample] = field(default_factory=list)
+    types: dict[str, str] = field(default_factory=dict)
+    errors: list[ParseError] = field(default_factory=list)
+
+
+def parse_label_body(body: str) -> Labels:
+    """Parse `a="x",b="y"` (without braces) into sorted label pairs."""
+    pairs: dict[str, str] = {}
+    position, end = 0, len(body)
+    while True:
+        position = _skip_spaces(body, position)
+        if position >= end:
+            break
+        equals = body.find("=", position)
+        if equals < 0:
+            raise ValueError("label without '='")
+        name = body[position:equals].strip()
+        if not LABEL_NAME.match(name):
+            raise ValueError(f"invalid label name {name!r}")
+        if name in pairs:
+            raise ValueError(f"duplicate label {name!r}")
+        value, position = _read_quoted(body, _skip_spaces(body, equals + 1))
+        pairs[name] = value
+        position = _skip_spaces(body, position)
+        if position < end and body[position] != ",":
+            raise ValueError("expected ',' between labels")
+        position += 1
+    return tuple(sorted(pairs.items()))
+
+
+def _skip_spaces(text: str, position: int) -> int:
+    """Index of the first non-blank character at or after `position`."""
+    while position < len(text) and text[position] in " \t":
+        position += 1
+    return position
+
+
+def _read_quoted(text: str, position: int) -> tuple[str, int]:
+    """Read a double-quoted, escaped label value; return it and the index after the quote."""
+    if position >= len(text) or text[position] != '"':
+        raise ValueError("label value must be quoted")
+    closing = text.find('"', position + 1)
+    raw_end = closing
+    while raw_end > 0 and _is_escaped(text, raw_end):
+        raw_end = text.find('"', raw_end + 1)
+    if raw_end < 0:
+        raise ValueError("unterminated label value")
+    raw = text[position + 1 : raw_end]
+    return (_unescape(raw) if "\\" in raw else raw), raw_end + 1
+
+
+def _is_escaped(text: str, position: int) -> bool:
+    """True when the character at `position` follows an odd number of backslashes."""
+    count = 0
+    while position - 1 - count >= 0 and text[position - 1 - count] == "\\":
+        count += 1
+    return count % 2 == 1
+
+
+def _unescape(raw: str) -> str:
+    """Resolve the three escapes the text format defines."""
+    out: list[str] = []
+    index = 0
+    while index < len(raw):
+        char = raw[index]
+        if char == "\\" and index + 1 < len(raw):
+            nxt = raw[index + 1]
+            out.append(ESCAPES.get(nxt, "\\" + nxt))
+            index += 2
+        else:
+            out.append(char)
+            index += 1
+    return "".join(out)
+
+
+def parse_number(text: str) -> float:
+    """Parse a sample value the way the exposition format allows (Inf, NaN, exponents)."""
+    if "_" in text:
+        raise ValueError(f"invalid value {text!r}")
+    return float(text)
+
+
+def family_of(sample_name: str, types: dict[str, str]) -> tuple[str, str]:
+    """The family a sample belongs to and its declared type ('untyped' when undeclared)."""
+    declared = types.get(sample_name)
+    if declared is not None:
+        return sample_name, declared
+    for suffix in FAMILY_SUFFIXES:
+        if sample_name.endswith(suffix):
+            family = sample_name[: -len(suffix)]
+            if family in types:
+                return family, types[family]
+    return sample_name, "untyped"
+
+
+class ExpositionParser:
+    """Parses exposition text, reusing series identities across calls (one parser per target)."""
+
+    def __init__(self) -> None:
+        self._series_by_head: dict[str, Series] = {}
+        self.fallback_lines = 0
+        """Lines the fast path could not read but the reference parser could."""
+
+    def parse(self, text: str, openmetrics: bool = False) -> ParsedExposition:
+        """Parse a whole exposition; bad lines become errors and the rest is kept."""
+        result = ParsedExposition()
+        for number, line in enumerate(text.split("\n"), 1):
+            if not line or line.isspace():
+                continue
+            if line[0] == "#":
+                if self._comment(line, number, result, openmetrics):
+                    break
+                continue
+            try:
+                result.samples.append(self._sample(line.rstrip("\r"), openmetrics))
+            except ValueError as error:
+                self._fallback(line, number, str(error), result, openmetrics)
+        return result
+
+    def _comment(self, line: str, number: int, result: ParsedExposition, openmetrics: bool) -> bool:
+        """Record TYPE lines; return True at an OpenMetrics EOF."""
+        if line.startswith("# TYPE"):
+            parts = line.split()
+            if len(parts) != 4:
+                result.errors.append(ParseError(number, line, "malformed TYPE line"))
+            else:
+                result.types[parts[2]] = parts[3]
+        return openmetrics and line.rstrip() == "# EOF"
+
+    def _sample(self, line: str, openmetrics: bool) -> Sample:
+        """Parse one sample line on the fast path."""
+        if openmetrics and " # " in line:
+            line = line[: line.index(" # ")]
+        brace = line.rfind("}")
+        if brace >= 0:
+            head, rest = line[: brace + 1], line[brace + 1 :]
+        else:
+            head, _, rest = line.partition(" ")
+        series = self._series_by_head.get(head)
+        if series is None:
+            series = self._new_series(head)
+        fields = rest.split()
+        if len(fields) == 1:
+            return Sample(series, parse_number(fields[0]))
+        if len(fields) == 2:
+            scale = 1.0 if openmetrics else 1000.0
+            return Sample(series, parse_number(fields[0]), parse_number(fields[1]) / scale)
+        raise ValueError("expected a value and an optional timestamp")
+
+    def _new_series(self, head: str) -> Series:
+        """Parse a name-and-labels head and cache it."""
+        brace = head.find("{")
+        labels: Labels = ()
+        if brace < 0:
+            name = head.strip()
+        else:
+            if not head.endswith("}"):
+                raise ValueError("unbalanced braces")
+            name, labels = head[:brace].strip(), parse_label_body(head[brace + 1 : -1])
+        if not METRIC_NAME.match(name):
+            raise ValueError(f"invalid metric name {name!r}")
+        if len(self._series_by_head) >= MAX_CACHED_SERIES:
+            self._series_by_head.clear()
+        series = Series(name, labels)
+        self._series_by_head[head] = series
+        return series
+
+    def _fallback(
+        self, line: str, number: int, message: str, result: ParsedExposition, openmetrics: bool
+    ) -> None:
+        """Try the reference parser on a line the fast path rejected."""
+        samples = reference_line(line, openmetrics)
+        if samples is None:
+            result.errors.append(ParseError(number, line, message))
+            return
+        self.fallback_lines += 1
+        result.samples.extend(samples)
+
+
+def reference_line(line: str, openmetrics: bool) -> list[Sample] | None:
+    """Samples of one line per prometheus_client, or None when it rejects the line too."""
+    text = line + ("\n# EOF\n" if openmetrics else "\n")
+    try:
+        return reference_samples(text, openmetrics)
+    except (ValueError, IndexError, KeyError, TypeError):
+        return None
+
+
+def reference_samples(text: str, openmetrics: bool = False) -> list[Sample]:
+    """Parse with prometheus_client (the reference) into vtop samples."""
+    parse = om_reference.text_string_to_metric_families if openmetrics else text_reference
+    families = parse(text)
+    return [
+        Sample(
+            Series(s.name, tuple(sorted(s.labels.items()))),
+            float(s.value),
+            None if s.timestamp is None else float(s.timestamp),
+        )
+        for family in families
+        for s in family.samples
+    ]
+
+
+def is_openmetrics(content_type: str) -> bool:
+    """True for an OpenMetrics content type (vLLM's experimental Rust frontend)."""
+    return "openmetrics" in content_type.lower()

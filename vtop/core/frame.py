@@ -1,0 +1,156 @@
+"""Frames: everything observed at one instant, produced by sources and consumed by the store."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+Labels = tuple[tuple[str, str], ...]
+"""Label pairs sorted by name: hashable and order-independent."""
+
+
+class Series(NamedTuple):
+    """Identity of one time series: metric name and sorted labels."""
+
+    name: str
+    labels: Labels
+
+    def label(self, key: str) -> str | None:
+        """The value of label `key`, or None when the series lacks it."""
+        for name, value in self.labels:
+            if name == key:
+                return value
+        return None
+
+    def with_label(self, key: str, value: str) -> Series:
+        """A copy with label `key` set to `value`."""
+        pairs = dict(self.labels)
+        pairs[key] = value
+        return Series(self.name, tuple(sorted(pairs.items())))
+
+    def without(self, keys: frozenset[str]) -> Labels:
+        """The labels minus `keys`."""
+        return tuple(pair for pair in self.labels if pair[0] not in keys)
+
+
+class Sample(NamedTuple):
+    """One parsed exposition line."""
+
+    series: Series
+    value: float
+    timestamp: float | None = None
+
+
+@dataclass(frozen=True)
+class ParseError:
+    """A line that could not be parsed; the rest of the scrape is kept."""
+
+    line_number: int
+    line: str
+    message: str
+
+    def __str__(self) -> str:
+        shown = self.line if len(self.line) <= 120 else self.line[:117] + "..."
+        return f"line {self.line_number}: {self.message}: {shown!r}"
+
+
+class ScrapeStatus(enum.Enum):
+    """Outcome of one /metrics fetch."""
+
+    OK = "ok"
+    UNREACHABLE = "unreachable"
+    HTTP_ERROR = "http error"
+    NOT_VLLM = "not a vLLM endpoint"
+
+
+@dataclass(frozen=True)
+class TargetScrape:
+    """One target's /metrics at one instant: raw text, parsed samples and outcome."""
+
+    target: str
+    status: ScrapeStatus
+    raw_text: str = ""
+    samples: tuple[Sample, ...] = ()
+    metric_types: dict[str, str] = field(default_factory=dict)
+    parse_errors: tuple[ParseError, ...] = ()
+    error: str = ""
+    http_status: int | None = None
+    duration_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        """True when samples from this scrape may be ingested."""
+        return self.status is ScrapeStatus.OK
+
+
+@dataclass(frozen=True)
+class ProcessInfo:
+    """A process using a GPU."""
+
+    pid: int
+    used_memory_bytes: int | None
+
+
+@dataclass(frozen=True)
+class GpuReading:
+    """One GPU at one instant; None means the driver does not report that field."""
+
+    index: int
+    name: str | None = None
+    uuid: str | None = None
+    utilization_pct: float | None = None
+    memory_used_bytes: int | None = None
+    memory_total_bytes: int | None = None
+    power_w: float | None = None
+    power_limit_w: float | None = None
+    temperature_c: float | None = None
+    sm_clock_mhz: int | None = None
+    sm_clock_max_mhz: int | None = None
+    clock_event_reasons: int | None = None
+    throttle_reasons: tuple[str, ...] = ()
+    pcie_gen: int | None = None
+    pcie_gen_max: int | None = None
+    pcie_width: int | None = None
+    pcie_width_max: int | None = None
+    processes: tuple[ProcessInfo, ...] = ()
+    errors: tuple[str, ...] = ()
+
+
+class GpuState(enum.Enum):
+    """Whether GPU readings are available at all."""
+
+    OK = "ok"
+    NO_GPU = "no NVIDIA GPU"
+    ERROR = "NVML error"
+
+
+@dataclass(frozen=True)
+class GpuSnapshot:
+    """All GPUs at one instant, or why there are none."""
+
+    state: GpuState
+    gpus: tuple[GpuReading, ...] = ()
+    driver_version: str | None = None
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class Event:
+    """Something that happened at a time: a restart, a reset, a source failure."""
+
+    timestamp: float
+    kind: str
+    target: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Frame:
+    """Everything observed at one instant."""
+
+    timestamp: float
+    scrapes: tuple[TargetScrape, ...] = ()
+    gpu: GpuSnapshot | None = None
+    log_lines: tuple[str, ...] = ()
+    events: tuple[Event, ...] = ()

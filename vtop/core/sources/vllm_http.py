@@ -1,0 +1,142 @@
+"""Scrape one vLLM server's /metrics over HTTP(S) with httpx."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+
+import httpx
+
+from vtop.core.catalog import is_vllm
+from vtop.core.exposition import ExpositionParser, is_openmetrics
+from vtop.core.frame import ScrapeStatus, TargetScrape
+
+API_KEY_ENV = "VLLM_API_KEY"
+DEFAULT_URL = "http://127.0.0.1:8000"
+MAX_BODY_BYTES = 64 * 1024 * 1024
+ACCEPT = "text/plain;version=0.0.4;q=0.9,application/openmetrics-text;version=1.0.0;q=0.5"
+
+
+def metrics_url(base_url: str) -> str:
+    """The /metrics URL for a server base URL (a URL already ending in /metrics is kept)."""
+    url = base_url.rstrip("/")
+    if "://" not in url:
+        url = "http://" + url
+    return url if url.endswith("/metrics") else url + "/metrics"
+
+
+def target_name(base_url: str) -> str:
+    """The label vtop uses for a target: its URL without /metrics or a trailing slash."""
+    url = metrics_url(base_url)
+    return url[: -len("/metrics")]
+
+
+@dataclass(frozen=True)
+class ScrapeOptions:
+    """How to reach a target."""
+
+    timeout_s: float = 5.0
+    api_key: str | None = None
+    verify_tls: bool = True
+    max_body_bytes: int = MAX_BODY_BYTES
+
+    @staticmethod
+    def from_env(timeout_s: float = 5.0, verify_tls: bool = True) -> ScrapeOptions:
+        """Options with the API key taken from VLLM_API_KEY when set."""
+        return ScrapeOptions(timeout_s, os.environ.get(API_KEY_ENV) or None, verify_tls)
+
+
+class VllmHttpSource:
+    """Fetches and parses one target's /metrics; keeps its parser warm across ticks."""
+
+    def __init__(
+        self, base_url: str, options: ScrapeOptions, client: httpx.AsyncClient | None = None
+    ) -> None:
+        self.target = target_name(base_url)
+        self.url = metrics_url(base_url)
+        self.options = options
+        self._parser = ExpositionParser()
+        self._client = client or make_client(options)
+        self._owns_client = client is None
+
+    async def close(self) -> None:
+        """Close the HTTP client if this source created it."""
+        if self._owns_client:
+            await self._client.aclose()
+
+    async def scrape(self) -> TargetScrape:
+        """Fetch /metrics once; every failure becomes a typed result, never an exception."""
+        started = time.monotonic()
+        try:
+            response = await self._client.get(self.url, headers=self._headers())
+        except httpx.HTTPError as error:
+            return self._failed(ScrapeStatus.UNREACHABLE, describe_error(error), started)
+        if response.status_code != 200:
+            message = f"HTTP {response.status_code} from {self.url}{auth_hint(response)}"
+            return self._failed(ScrapeStatus.HTTP_ERROR, message, started, response.status_code)
+        if len(response.content) > self.options.max_body_bytes:
+            message = f"/metrics body of {len(response.content)} bytes exceeds the limit"
+            return self._failed(ScrapeStatus.HTTP_ERROR, message, started, 200)
+        return self._parsed(response, started)
+
+    def _headers(self) -> dict[str, str]:
+        """Request headers: Accept, and the bearer token when configured."""
+        headers = {"Accept": ACCEPT}
+        if self.options.api_key:
+            headers["Authorization"] = f"Bearer {self.options.api_key}"
+        return headers
+
+    def _failed(
+        self, status: ScrapeStatus, message: str, started: float, http_status: int | None = None
+    ) -> TargetScrape:
+        """A scrape result that carries no samples."""
+        elapsed = time.monotonic() - started
+        return TargetScrape(
+            self.target, status, error=message, http_status=http_status, duration_s=elapsed
+        )
+
+    def _parsed(self, response: httpx.Response, started: float) -> TargetScrape:
+        """Parse a 200 response and classify it."""
+        text = response.text
+        parsed = self._parser.parse(text, is_openmetrics(response.headers.get("content-type", "")))
+        status, message = ScrapeStatus.OK, ""
+        if not any(is_vllm(sample.series.name) for sample in parsed.samples):
+            status = ScrapeStatus.NOT_VLLM
+            message = (
+                f"no vllm: series at {self.url} (not vLLM, or started with --disable-log-stats)"
+            )
+        return TargetScrape(
+            self.target,
+            status,
+            raw_text=text,
+            samples=tuple(parsed.samples),
+            metric_types=parsed.types,
+            parse_errors=tuple(parsed.errors),
+            error=message,
+            http_status=response.status_code,
+            duration_s=time.monotonic() - started,
+        )
+
+
+def make_client(options: ScrapeOptions) -> httpx.AsyncClient:
+    """An HTTP client with the scrape timeout and TLS policy."""
+    return httpx.AsyncClient(
+        timeout=options.timeout_s, verify=options.verify_tls, follow_redirects=True
+    )
+
+
+def describe_error(error: httpx.HTTPError) -> str:
+    """One line saying why a target could not be reached."""
+    if isinstance(error, httpx.TimeoutException):
+        return f"timed out: {type(error).__name__}"
+    if isinstance(error, httpx.ConnectError):
+        return f"connection failed: {error}" if str(error) else "connection refused"
+    return f"{type(error).__name__}: {error}"
+
+
+def auth_hint(response: httpx.Response) -> str:
+    """A hint appended to 401/403 errors."""
+    if response.status_code in (401, 403):
+        return f" (set --api-key or {API_KEY_ENV})"
+    return ""

@@ -1,0 +1,485 @@
+"""Bounded ring buffers of every series, with counter-reset handling and windowed queries.
+
+All series share one ring of tick times; each series keeps one float64 per tick (NaN = absent),
+so memory is 8 bytes x capacity x series, whatever the uptime. Counters, histogram buckets and
+summary sums/counts keep a short list of reset offsets, so `increase` is one subtraction.
+Queries take `now`; the store never reads a clock.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from array import array
+from bisect import bisect_right
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from vtop.core.catalog import Normalizer
+from vtop.core.exposition import family_of
+from vtop.core.frame import Event, Frame, Labels, Series, TargetScrape
+from vtop.core.histogram import Buckets, merge_buckets, parse_le, quantile
+from vtop.core.histogram import mean as histogram_mean
+
+NAN = math.nan
+INSTANCE = "instance"
+PROCESS_START = "process_start_time_seconds"
+DEFAULT_CAPACITY = 3600
+DEFAULT_MAX_SERIES = 50_000
+DEFAULT_STALE_AFTER_S = 30.0
+
+Matchers = Mapping[str, str]
+Measure = Callable[[Series, float, float], float | None]
+
+
+class SeriesState(enum.Enum):
+    """Whether a series has a current value; absent and stale are not zero."""
+
+    FRESH = "fresh"
+    STALE = "stale"
+    ABSENT = "absent"
+
+
+def is_cumulative(sample_name: str, metric_type: str) -> bool:
+    """True for samples that only grow between restarts (counters, histogram/summary totals)."""
+    if metric_type == "counter":
+        return not sample_name.endswith("_created")
+    if metric_type == "histogram":
+        return sample_name.endswith(("_bucket", "_count", "_sum"))
+    if metric_type == "summary":
+        return sample_name.endswith(("_count", "_sum"))
+    return False
+
+
+class _Track:
+    """Ring of values of one series."""
+
+    __slots__ = (
+        "cumulative",
+        "first_tick",
+        "last_raw",
+        "last_tick",
+        "reset_offsets",
+        "reset_ticks",
+        "values",
+    )
+
+    def __init__(self, capacity: int, cumulative: bool, tick: int) -> None:
+        self.values = array("d", [NAN]) * capacity
+        self.cumulative = cumulative
+        self.first_tick = tick
+        self.last_tick = tick - 1
+        self.last_raw = NAN
+        self.reset_ticks: list[int] = []
+        self.reset_offsets: list[float] = []
+        """Cumulative offset in force from each reset tick on."""
+
+    def offset_at(self, tick: int) -> float:
+        """Sum of the pre-reset values of all resets at or before `tick`."""
+        position = bisect_right(self.reset_ticks, tick)
+        return self.reset_offsets[position - 1] if position else 0.0
+
+    def record_reset(self, tick: int, previous: float, oldest_tick: int) -> None:
+        """Remember a reset after a last value of `previous`; forget resets out of the ring.
+
+        The newest reset before the ring's oldest tick is kept: the ring starts with its offset.
+        """
+        total = (self.reset_offsets[-1] if self.reset_offsets else 0.0) + previous
+        self.reset_ticks.append(tick)
+        self.reset_offsets.append(total)
+        expired = bisect_right(self.reset_ticks, oldest_tick) - 1
+        if expired > 0:
+            del self.reset_ticks[:expired]
+            del self.reset_offsets[:expired]
+
+
+class _Known:
+    """A target's raw series resolved to its stored identity and ring."""
+
+    __slots__ = ("alias", "cumulative", "raw", "series", "track")
+
+    def __init__(self, raw: Series, series: Series, alias: bool, cumulative: bool) -> None:
+        self.raw = raw
+        self.series = series
+        self.alias = alias
+        self.cumulative = cumulative
+        self.track: _Track | None = None
+
+
+@dataclass
+class _TargetState:
+    """Per-target caches and restart detection.
+
+    `known` is keyed by the id of the parser's Series objects, which the parser reuses across
+    ticks: an int lookup instead of hashing nested label tuples. The entry keeps its Series
+    alive, so the id cannot be reused while the entry exists.
+    """
+
+    known: dict[int, _Known]
+    last_ok_tick: int = -1
+    process_start: float | None = None
+
+
+class Store:
+    """Time series for all targets of one vtop session."""
+
+    def __init__(
+        self,
+        capacity: int = DEFAULT_CAPACITY,
+        max_series: int = DEFAULT_MAX_SERIES,
+        stale_after_s: float = DEFAULT_STALE_AFTER_S,
+    ) -> None:
+        self.capacity = capacity
+        self.max_series = max_series
+        self.stale_after_s = stale_after_s
+        self.tick = -1
+        self.dropped_series = 0
+        self._times = array("d", [NAN]) * capacity
+        self._tracks: dict[Series, _Track] = {}
+        self._by_name: dict[str, list[Series]] = {}
+        self._targets: dict[str, _TargetState] = {}
+        self._normalizer = Normalizer()
+
+    # ingest -----------------------------------------------------------------
+
+    def ingest(self, frame: Frame) -> list[Event]:
+        """Add one frame as a new tick; return events it revealed (resets, limits)."""
+        if self.tick >= 0 and frame.timestamp <= self._times[self.tick % self.capacity]:
+            raise ValueError(f"frame at {frame.timestamp} is not after the previous tick")
+        self.tick += 1
+        self._times[self.tick % self.capacity] = frame.timestamp
+        events: list[Event] = []
+        for scrape in frame.scrapes:
+            if scrape.ok:
+                events.extend(self._ingest_scrape(scrape, frame.timestamp))
+        return events
+
+    def _ingest_scrape(self, scrape: TargetScrape, timestamp: float) -> list[Event]:
+        """Write one target's samples at the current tick."""
+        state = self._targets.setdefault(scrape.target, _TargetState(known={}))
+        state.last_ok_tick = self.tick
+        restarted = self._restarted(state, scrape)
+        resets, dropped_before = 0, self.dropped_series
+        aliases: list[tuple[_Known, float]] = []
+        for sample in scrape.samples:
+            known = state.known.get(id(sample.series))
+            if known is None or known.raw is not sample.series:
+                known = self._resolve(state, scrape, sample.series)
+            if known.alias:
+                aliases.append((known, sample.value))
+            else:
+                resets += self._write(known, sample.value, restarted)
+        for known, value in aliases:
+            track = known.track or self._tracks.get(known.series)
+            if track is None or track.last_tick != self.tick:
+                resets += self._write(known, value, restarted)
+        return self._events(scrape.target, timestamp, restarted, resets, dropped_before)
+
+    def _restarted(self, state: _TargetState, scrape: TargetScrape) -> bool:
+        """True when the target's process start time changed since its last scrape."""
+        start = next((s.value for s in scrape.samples if s.series.name == PROCESS_START), None)
+        previous, state.process_start = state.process_start, start
+        return previous is not None and start is not None and start != previous
+
+    def _resolve(self, state: _TargetState, scrape: TargetScrape, raw: Series) -> _Known:
+        """Canonical name, instance label and cumulativeness of a new raw series."""
+        canonical, alias = self._normalizer.normalize(raw)
+        _, metric_type = family_of(raw.name, scrape.metric_types)
+        if canonical.label(INSTANCE) is None:
+            canonical = canonical.with_label(INSTANCE, scrape.target)
+        if len(state.known) >= 2 * self.max_series:
+            state.known.clear()
+        known = _Known(raw, canonical, alias, is_cumulative(raw.name, metric_type))
+        state.known[id(raw)] = known
+        return known
+
+    def _write(self, known: _Known, value: float, restarted: bool) -> int:
+        """Store one value at the current tick; return 1 if it was a counter reset."""
+        track = known.track
+        if track is None:
+            track = known.track = self._tracks.get(known.series) or self._new_track(known)
+            if track is None:
+                return 0
+        if track.last_tick < self.tick - 1:
+            self._fill_gap(track)
+        reset = 0
+        if track.cumulative:
+            previous = track.last_raw
+            if not math.isnan(previous) and (value < previous or restarted):
+                track.record_reset(self.tick, previous, self.oldest_tick)
+                reset = 1
+            track.last_raw = value
+        track.values[self.tick % self.capacity] = value
+        track.last_tick = self.tick
+        return reset
+
+    def _new_track(self, known: _Known) -> _Track | None:
+        """Create a series ring, unless the series limit is reached."""
+        if len(self._tracks) >= self.max_series:
+            self.dropped_series += 1
+            return None
+        track = _Track(self.capacity, known.cumulative, self.tick)
+        self._tracks[known.series] = track
+        self._by_name.setdefault(known.series.name, []).append(known.series)
+        return track
+
+    def _fill_gap(self, track: _Track) -> None:
+        """Mark ticks between the series' last value and now as absent."""
+        start = max(track.last_tick + 1, self.tick - self.capacity + 1)
+        for tick in range(start, self.tick):
+            track.values[tick % self.capacity] = NAN
+
+    def _events(
+        self, target: str, timestamp: float, restarted: bool, resets: int, dropped_before: int
+    ) -> list[Event]:
+        """Events for one target's ingest."""
+        events: list[Event] = []
+        if restarted:
+            events.append(Event(timestamp, "restart", target, "process start time changed"))
+        if resets:
+            message = f"{resets} counters reset (vLLM restarted?)"
+            events.append(Event(timestamp, "counter_reset", target, message))
+        if self.dropped_series > dropped_before:
+            message = f"series limit {self.max_series} reached; new series dropped"
+            events.append(Event(timestamp, "series_limit", target, message))
+        return events
+
+    # ticks ------------------------------------------------------------------
+
+    @property
+    def oldest_tick(self) -> int:
+        """The oldest tick still in the ring."""
+        return max(0, self.tick - self.capacity + 1)
+
+    def time_of(self, tick: int) -> float:
+        """Timestamp of a tick in the ring."""
+        return self._times[tick % self.capacity]
+
+    def tick_at_or_before(self, when: float) -> int | None:
+        """The newest tick at or before `when`, None when all ticks are later or gone."""
+        if self.tick < 0:
+            return None
+        ticks = range(self.oldest_tick, self.tick + 1)
+        position = bisect_right(ticks, when, key=self.time_of)
+        return None if position == 0 else ticks[position - 1]
+
+    def value(self, series: Series, tick: int) -> float:
+        """The stored value of a series at a tick (NaN when absent)."""
+        track = self._tracks.get(series)
+        if track is None or not track.first_tick <= tick <= track.last_tick:
+            return NAN
+        if tick < self.oldest_tick:
+            return NAN
+        return track.values[tick % self.capacity]
+
+    def corrected(self, series: Series, tick: int) -> float:
+        """The value at a tick plus the counter resets before it (monotonic for counters)."""
+        track = self._tracks.get(series)
+        stored = self.value(series, tick)
+        if track is None or not track.reset_ticks:
+            return stored
+        return stored + track.offset_at(tick)
+
+    # selection --------------------------------------------------------------
+
+    def names(self) -> list[str]:
+        """Every metric name held."""
+        return sorted(self._by_name)
+
+    def select(self, name: str, matchers: Matchers | None = None) -> list[Series]:
+        """Series of `name` whose labels equal every matcher."""
+        found = self._by_name.get(name, [])
+        if not matchers:
+            return list(found)
+        wanted = matchers.items()
+        return [series for series in found if all(series.label(k) == v for k, v in wanted)]
+
+    def series_count(self) -> int:
+        """How many series are held."""
+        return len(self._tracks)
+
+    def memory_bytes(self) -> int:
+        """Bytes held by the value rings and the time ring (the bounded part)."""
+        return self.capacity * 8 * (len(self._tracks) + 1)
+
+    # point queries ----------------------------------------------------------
+
+    def state(self, series: Series, now: float) -> SeriesState:
+        """Fresh, stale (not in the latest scrape or too old) or absent (never seen)."""
+        if series not in self._tracks:
+            return SeriesState.ABSENT
+        return SeriesState.STALE if self.latest(series, now) is None else SeriesState.FRESH
+
+    def latest(self, series: Series, now: float) -> float | None:
+        """The value as exposed in the newest tick at or before `now`; None when absent or stale.
+
+        Stale: the newest tick lacks the series (its scrape failed or it vanished), or that tick
+        is older than `stale_after_s`.
+        """
+        tick = self.tick_at_or_before(now)
+        if tick is None or self.time_of(tick) < now - self.stale_after_s:
+            return None
+        stored = self.value(series, tick)
+        return None if math.isnan(stored) else stored
+
+    def last_known(self, series: Series) -> tuple[float, float] | None:
+        """(time, value) of the newest value ever seen, however old."""
+        track = self._tracks.get(series)
+        if track is None or track.last_tick < self.oldest_tick:
+            return None
+        return self.time_of(track.last_tick), track.values[track.last_tick % self.capacity]
+
+    def target_last_ok(self, target: str) -> float | None:
+        """Time of the target's last successful scrape."""
+        state = self._targets.get(target)
+        if state is None or state.last_ok_tick < self.oldest_tick:
+            return None
+        return self.time_of(state.last_ok_tick)
+
+    # window queries ---------------------------------------------------------
+
+    def points(self, series: Series, now: float, window: float) -> list[tuple[float, float]]:
+        """(time, value) of present samples with time in (now - window, now]."""
+        end = self.tick_at_or_before(now)
+        if end is None:
+            return []
+        first = self.tick_at_or_before(now - window)
+        start = self.oldest_tick if first is None else first + 1
+        pairs = ((self.time_of(t), self.value(series, t)) for t in range(start, end + 1))
+        return [(when, value) for when, value in pairs if not math.isnan(value)]
+
+    def _endpoints(
+        self, series: Series, now: float, window: float
+    ) -> tuple[tuple[float, float], tuple[float, float]] | None:
+        """First and last present samples of the window, the base being at or before its start."""
+        end = self.tick_at_or_before(now)
+        if end is None:
+            return None
+        base = self.tick_at_or_before(now - window)
+        first = self._present(series, self.oldest_tick if base is None else base, end, 1)
+        last = self._present(series, end, first if first is not None else end, -1)
+        if first is None or last is None or last <= first:
+            return None
+        return (
+            (self.time_of(first), self.corrected(series, first)),
+            (self.time_of(last), self.corrected(series, last)),
+        )
+
+    def _present(self, series: Series, start: int, stop: int, step: int) -> int | None:
+        """First tick from `start` towards `stop` (inclusive) where the series has a value."""
+        for tick in range(start, stop + step, step):
+            if not math.isnan(self.value(series, tick)):
+                return tick
+        return None
+
+    def increase(self, series: Series, now: float, window: float) -> float | None:
+        """Growth over the window, counter resets corrected; None with fewer than 2 samples.
+
+        The base is the newest sample at or before `now - window`, so a window shorter than the
+        scrape interval still measures the last interval.
+        """
+        ends = self._endpoints(series, now, window)
+        if ends is None:
+            return None
+        return ends[1][1] - ends[0][1]
+
+    def rate(self, series: Series, now: float, window: float) -> float | None:
+        """Per-second increase between the window's first and last samples."""
+        ends = self._endpoints(series, now, window)
+        if ends is None:
+            return None
+        (t0, v0), (t1, v1) = ends
+        return (v1 - v0) / (t1 - t0)
+
+    def over_time(
+        self, series: Series, now: float, window: float, reduce: Callable[[list[float]], float]
+    ) -> float | None:
+        """Reduce the window's values (avg/min/max...), None when the window is empty."""
+        values = [value for _, value in self.points(series, now, window)]
+        return reduce(values) if values else None
+
+    def avg_over_time(self, series: Series, now: float, window: float) -> float | None:
+        """Mean of the window's samples."""
+        return self.over_time(series, now, window, lambda v: math.fsum(v) / len(v))
+
+    def min_over_time(self, series: Series, now: float, window: float) -> float | None:
+        """Smallest sample in the window."""
+        return self.over_time(series, now, window, min)
+
+    def max_over_time(self, series: Series, now: float, window: float) -> float | None:
+        """Largest sample in the window."""
+        return self.over_time(series, now, window, max)
+
+    # aggregation and histograms ---------------------------------------------
+
+    def sum_by(
+        self,
+        measure: Measure,
+        name: str,
+        now: float,
+        window: float,
+        matchers: Matchers | None = None,
+        by: Iterable[str] = (),
+    ) -> dict[Labels, float]:
+        """Sum a windowed measure (rate, increase, ...) of `name` per group of `by` labels."""
+        keep = frozenset(by)
+        totals: dict[Labels, float] = {}
+        for series in self.select(name, matchers):
+            measured = measure(series, now, window)
+            if measured is None:
+                continue
+            group = tuple(pair for pair in series.labels if pair[0] in keep)
+            totals[group] = totals.get(group, 0.0) + measured
+        return totals
+
+    def latest_by(
+        self, name: str, now: float, matchers: Matchers | None = None, by: Iterable[str] = ()
+    ) -> dict[Labels, float]:
+        """Sum of current values per group (e.g. by engine, or all engines with by=())."""
+        return self.sum_by(lambda s, t, _w: self.latest(s, t), name, now, 0.0, matchers, by)
+
+    def histogram_buckets(
+        self,
+        name: str,
+        now: float,
+        window: float,
+        matchers: Matchers | None = None,
+        by: Iterable[str] = (),
+    ) -> dict[Labels, Buckets]:
+        """Bucket increases over the window, summed per group of the `by` labels."""
+        keep = frozenset(by)
+        grouped: dict[Labels, list[Buckets]] = {}
+        for series in self.select(name + "_bucket", matchers):
+            upper = parse_le(series.label("le"))
+            grown = self.increase(series, now, window)
+            if upper is None or grown is None:
+                continue
+            group = tuple(pair for pair in series.labels if pair[0] in keep)
+            grouped.setdefault(group, []).append([(upper, grown)])
+        return {group: merge_buckets(parts) for group, parts in grouped.items()}
+
+    def histogram_quantile(
+        self,
+        q: float,
+        name: str,
+        now: float,
+        window: float,
+        matchers: Matchers | None = None,
+        by: Iterable[str] = (),
+    ) -> dict[Labels, float | None]:
+        """The q-quantile of observations made during the window, per group."""
+        groups = self.histogram_buckets(name, now, window, matchers, by)
+        return {group: quantile(q, buckets) for group, buckets in groups.items()}
+
+    def histogram_mean(
+        self,
+        name: str,
+        now: float,
+        window: float,
+        matchers: Matchers | None = None,
+        by: Iterable[str] = (),
+    ) -> dict[Labels, float | None]:
+        """Mean observation during the window (increase of _sum / increase of _count), per group."""
+        sums = self.sum_by(self.increase, name + "_sum", now, window, matchers, by)
+        counts = self.sum_by(self.increase, name + "_count", now, window, matchers, by)
+        return {group: histogram_mean(sums.get(group), count) for group, count in counts.items()}

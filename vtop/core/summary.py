@@ -1,0 +1,70 @@
+"""Headline figures of one target over a window, computed from the store."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from vtop.core.store import Store
+
+TTFT = "vllm:time_to_first_token_seconds"
+
+
+@dataclass(frozen=True)
+class TargetSummary:
+    """What an operator reads first; None means unknown, never zero."""
+
+    target: str
+    running: float | None
+    waiting: float | None
+    kv_usage: float | None
+    preemptions_per_s: float | None
+    prompt_tokens_per_s: float | None
+    generation_tokens_per_s: float | None
+    ttft_p50_s: float | None
+    ttft_p99_s: float | None
+
+
+def _one(values: dict[tuple[tuple[str, str], ...], float | None]) -> float | None:
+    """The single merged value of a by=() aggregation."""
+    return values.get(())
+
+
+def summarize(store: Store, target: str, now: float, window: float) -> TargetSummary:
+    """Merged (all engines) headline figures for one target."""
+    only = {"instance": target}
+
+    def rate(name: str) -> float | None:
+        return _one(dict(store.sum_by(store.rate, name, now, window, only)))
+
+    def latest(name: str) -> float | None:
+        return _one(dict(store.latest_by(name, now, only)))
+
+    kv_now = [store.latest(s, now) for s in store.select("vllm:kv_cache_usage_perc", only)]
+    present = [v for v in kv_now if v is not None]
+    return TargetSummary(
+        target=target,
+        running=latest("vllm:num_requests_running"),
+        waiting=latest("vllm:num_requests_waiting"),
+        kv_usage=max(present) if present else None,
+        preemptions_per_s=rate("vllm:num_preemptions_total"),
+        prompt_tokens_per_s=rate("vllm:prompt_tokens_total"),
+        generation_tokens_per_s=rate("vllm:generation_tokens_total"),
+        ttft_p50_s=_one(store.histogram_quantile(0.5, TTFT, now, window, only)),
+        ttft_p99_s=_one(store.histogram_quantile(0.99, TTFT, now, window, only)),
+    )
+
+
+def _fmt(value: float | None, pattern: str) -> str:
+    """Format a figure, '-' when unknown."""
+    return "-" if value is None else pattern.format(value)
+
+
+def format_summary(summary: TargetSummary) -> str:
+    """One line for the plain-text monitor and logs."""
+    kv = None if summary.kv_usage is None else summary.kv_usage * 100
+    return (
+        f"run {_fmt(summary.running, '{:.0f}')} wait {_fmt(summary.waiting, '{:.0f}')} "
+        f"kv {_fmt(kv, '{:.1f}')}% preempt/s {_fmt(summary.preemptions_per_s, '{:.2f}')} "
+        f"gen tok/s {_fmt(summary.generation_tokens_per_s, '{:.0f}')} "
+        f"ttft p50/p99 {_fmt(summary.ttft_p50_s, '{:.3f}')}/{_fmt(summary.ttft_p99_s, '{:.3f}')}s"
+    )
