@@ -37,9 +37,7 @@ def tick_runner(texts: list[str]) -> Callable[[], object]:
     def tick() -> object:
         state["tick"] += 1
         parsed = parser.parse(texts[state["tick"] % len(texts)])
-        scrape = TargetScrape(
-            TARGET, ScrapeStatus.OK, "", tuple(parsed.samples), parsed.types, ()
-        )
+        scrape = TargetScrape(TARGET, ScrapeStatus.OK, "", tuple(parsed.samples), parsed.types, ())
         return store.ingest(Frame(float(state["tick"]), (scrape,)))
 
     return tick
@@ -62,7 +60,9 @@ def memory_after_a_day(texts: list[str]) -> None:
     scrapes = []
     for text in texts:
         parsed = parser.parse(text)
-        scrapes.append(TargetScrape(TARGET, ScrapeStatus.OK, "", tuple(parsed.samples), parsed.types))
+        scrapes.append(
+            TargetScrape(TARGET, ScrapeStatus.OK, "", tuple(parsed.samples), parsed.types)
+        )
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     for second in range(24 * 3600):
         store.ingest(Frame(float(second), (scrapes[second % len(scrapes)],)))

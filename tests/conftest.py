@@ -1,0 +1,25 @@
+"""Shared fixtures: the real vLLM server pool (fails, never skips, when vLLM is missing)."""
+
+from __future__ import annotations
+
+import atexit
+from collections.abc import Iterator
+
+import pytest
+
+from tests.vllm_harness.server import CACHE, ServerPool, VllmMissingError, vllm_python
+
+
+@pytest.fixture(scope="session")
+def vllm_pool() -> Iterator[ServerPool]:
+    """Real vLLM servers shared by spec across the session, stopped at the end."""
+    try:
+        vllm_python()
+    except VllmMissingError as error:
+        pytest.fail(str(error))
+    pool = ServerPool(CACHE / "logs")
+    atexit.register(pool.stop_all)
+    try:
+        yield pool
+    finally:
+        pool.stop_all()

@@ -1,0 +1,94 @@
+"""End-to-end on a real vLLM (CPU build, tiny random model): vtop's scrape vs what happened."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.vllm_harness.server import ServerPool, ServerSpec
+from tests.watch import Watcher
+from vtop.core.bench import Bench, BenchConfig, Lengths
+from vtop.core.poller import poll
+
+pytestmark = pytest.mark.vllm
+
+STORM = ServerSpec(num_gpu_blocks_override=8, block_size=128, max_num_seqs=16)
+LIGHT = ServerSpec(max_num_seqs=16)
+
+
+def storm_load(url: str) -> BenchConfig:
+    """~24 concurrent streams of ~100+200 tokens: far more than 1,024 KV tokens hold."""
+    return BenchConfig(
+        url=url,
+        concurrency=24,
+        num_requests=24,
+        prompt_tokens=Lengths(96, 96),
+        output_tokens=Lengths(200, 200),
+        stall_timeout_s=120,
+    )
+
+
+async def test_storm_is_seen_as_waiting_full_kv_and_preemptions(vllm_pool: ServerPool) -> None:
+    server = vllm_pool.get(STORM)
+    watcher = Watcher(server.url)
+    started = time.time()
+    report = await watcher.during(Bench(storm_load(server.url)).run())
+    await watcher.close()
+    assert report.completed == 24 and report.failed == 0
+    assert watcher.peak("waiting") > 0
+    assert watcher.peak("kv_usage") >= 0.95
+    assert watcher.peak("preemptions_per_s") > 0
+    window = time.time() - started + 1
+    store, now = watcher.store, time.time()
+    [preempted] = store.sum_by(store.increase, "vllm:num_preemptions_total", now, window).values()
+    assert preempted > 0
+    server_ttft = store.histogram_quantile(0.5, "vllm:time_to_first_token_seconds", now, window)[()]
+    client_ttft = report.ttft.p50
+    assert server_ttft is not None and client_ttft is not None
+    assert client_ttft / 2.5 <= server_ttft <= client_ttft * 2.5, (server_ttft, client_ttft)
+
+
+async def test_light_load_has_no_preemptions_and_no_waiting(vllm_pool: ServerPool) -> None:
+    server = vllm_pool.get(LIGHT)
+    watcher = Watcher(server.url)
+    config = BenchConfig(
+        url=server.url,
+        concurrency=2,
+        num_requests=10,
+        prompt_tokens=Lengths(32, 32),
+        output_tokens=Lengths(32, 32),
+    )
+    report = await watcher.during(Bench(config).run())
+    await watcher.close()
+    assert report.completed == 10
+    assert watcher.peak("waiting") == 0
+    assert watcher.peak("preemptions_per_s") == 0
+    assert watcher.peak("generation_tokens_per_s") > 0
+    store, now = watcher.store, time.time()
+    [generated] = store.sum_by(store.increase, "vllm:generation_tokens_total", now, 600).values()
+    assert generated == 10 * 32
+
+
+async def test_restart_is_a_counter_reset_not_a_negative_rate(vllm_pool: ServerPool) -> None:
+    server = vllm_pool.get(LIGHT)
+    watcher = Watcher(server.url)
+    small = BenchConfig(
+        url=server.url,
+        concurrency=2,
+        num_requests=4,
+        prompt_tokens=Lengths(16, 16),
+        output_tokens=Lengths(16, 16),
+    )
+    await watcher.during(Bench(small).run())
+    server.restart()  # same port: the same source keeps scraping
+    await watcher.during(Bench(small).run())
+    assert "counter_reset" in watcher.events or "restart" in watcher.events
+    store, now = watcher.store, time.time()
+    rates = store.sum_by(store.rate, "vllm:generation_tokens_total", now, 900)
+    assert all(rate >= 0 for rate in rates.values())
+    [generated] = store.sum_by(store.increase, "vllm:generation_tokens_total", now, 900).values()
+    assert generated >= 4 * 16  # post-restart tokens counted, nothing negative
+    frame = await poll([watcher.source], None, now + 1)
+    assert frame.scrapes[0].ok
+    await watcher.close()

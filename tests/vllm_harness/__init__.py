@@ -1,0 +1,1 @@
+"""A real vLLM (CPU build) for end-to-end tests: tiny offline model, server lifecycle."""

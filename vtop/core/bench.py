@@ -1,0 +1,397 @@
+"""Load generator for OpenAI-compatible vLLM endpoints (the seed articles' asyncio stress test).
+
+Closed loop (fixed concurrency) or open loop (Poisson arrivals at a request rate), streaming or
+not, completions or chat. Latencies are measured on the client; QPS is completed requests over
+wall-clock time, never a sum of latencies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import random
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+WORDS = [
+    "alpha",
+    "bravo",
+    "charlie",
+    "delta",
+    "echo",
+    "foxtrot",
+    "golf",
+    "hotel",
+    "india",
+    "juliet",
+    "kilo",
+    "lima",
+    "mike",
+]
+
+
+@dataclass(frozen=True)
+class Lengths:
+    """A token-count distribution: fixed (low == high) or uniform in [low, high]."""
+
+    low: int
+    high: int
+
+    @staticmethod
+    def parse(text: str) -> Lengths:
+        """'128' (fixed) or '64:256' (uniform)."""
+        low, _, high = text.partition(":")
+        lengths = Lengths(int(low), int(high or low))
+        if lengths.low < 1 or lengths.high < lengths.low:
+            raise ValueError(f"bad length {text!r}: want N or LOW:HIGH with 1 <= LOW <= HIGH")
+        return lengths
+
+    def draw(self, rng: random.Random) -> int:
+        """One length."""
+        return rng.randint(self.low, self.high)
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    """What load to send and how to judge it."""
+
+    url: str
+    model: str | None = None
+    endpoint: str = "completions"
+    stream: bool = True
+    concurrency: int = 8
+    request_rate: float | None = None
+    num_requests: int | None = 100
+    duration_s: float | None = None
+    prompt_tokens: Lengths = Lengths(128, 128)
+    output_tokens: Lengths = Lengths(128, 128)
+    shared_prefix_tokens: int = 0
+    ignore_eos: bool = True
+    request_timeout_s: float = 300.0
+    stall_timeout_s: float = 60.0
+    token_id_max: int = 500
+    seed: int = 0
+    api_key: str | None = None
+
+
+@dataclass
+class RequestResult:
+    """One request as the client saw it."""
+
+    ok: bool
+    error: str = ""
+    ttft_s: float | None = None
+    e2e_s: float = 0.0
+    output_tokens: int = 0
+    prompt_tokens: int = 0
+    chunk_gaps_s: list[float] = field(default_factory=list)
+
+    @property
+    def tpot_s(self) -> float | None:
+        """Mean time per output token after the first."""
+        if self.ttft_s is None or self.output_tokens < 2:
+            return None
+        return (self.e2e_s - self.ttft_s) / (self.output_tokens - 1)
+
+
+@dataclass(frozen=True)
+class Percentiles:
+    """p50/p95/p99 and mean of one latency, None with no data."""
+
+    p50: float | None
+    p95: float | None
+    p99: float | None
+    mean: float | None
+
+    @staticmethod
+    def of(values: list[float]) -> Percentiles:
+        """Nearest-rank-with-interpolation percentiles of `values`."""
+        if not values:
+            return Percentiles(None, None, None, None)
+        ordered = sorted(values)
+        return Percentiles(
+            _percentile(ordered, 50),
+            _percentile(ordered, 95),
+            _percentile(ordered, 99),
+            math.fsum(ordered) / len(ordered),
+        )
+
+
+def _percentile(ordered: list[float], pct: float) -> float:
+    """Linear-interpolated percentile of sorted values."""
+    position = (len(ordered) - 1) * pct / 100
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+@dataclass(frozen=True)
+class BenchReport:
+    """The outcome of a run."""
+
+    completed: int
+    failed: int
+    timeouts: int
+    stalls: int
+    duration_s: float
+    qps: float
+    output_tokens_per_s: float
+    total_output_tokens: int
+    ttft: Percentiles
+    tpot: Percentiles
+    itl: Percentiles
+    e2e: Percentiles
+    errors: dict[str, int]
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        out: dict[str, Any] = dict(self.__dict__)
+        for key in ("ttft", "tpot", "itl", "e2e"):
+            out[key] = dict(getattr(self, key).__dict__)
+        return out
+
+
+def summarize(results: list[RequestResult], duration_s: float) -> BenchReport:
+    """Aggregate request results over the run's wall-clock duration."""
+    good = [r for r in results if r.ok]
+    errors: dict[str, int] = {}
+    for result in results:
+        if not result.ok:
+            errors[result.error] = errors.get(result.error, 0) + 1
+    tokens = sum(r.output_tokens for r in good)
+    return BenchReport(
+        completed=len(good),
+        failed=len(results) - len(good),
+        timeouts=sum(1 for r in results if r.error == "timeout"),
+        stalls=sum(1 for r in results if r.error == "stalled stream"),
+        duration_s=duration_s,
+        qps=len(good) / duration_s if duration_s > 0 else 0.0,
+        output_tokens_per_s=tokens / duration_s if duration_s > 0 else 0.0,
+        total_output_tokens=tokens,
+        ttft=Percentiles.of([r.ttft_s for r in good if r.ttft_s is not None]),
+        tpot=Percentiles.of([t for r in good if (t := r.tpot_s) is not None]),
+        itl=Percentiles.of([gap for r in good for gap in r.chunk_gaps_s]),
+        e2e=Percentiles.of([r.e2e_s for r in good]),
+        errors=errors,
+    )
+
+
+class PromptMaker:
+    """Prompts of the configured lengths, sharing a common prefix when asked."""
+
+    def __init__(self, config: BenchConfig) -> None:
+        self.config = config
+        self.rng = random.Random(config.seed)
+        prefix_rng = random.Random(config.seed + 1)
+        self.prefix_ids = [
+            prefix_rng.randrange(10, config.token_id_max)
+            for _ in range(config.shared_prefix_tokens)
+        ]
+
+    def token_ids(self) -> list[int]:
+        """A prompt as token ids (exact length on any model with vocab >= token_id_max)."""
+        length = self.config.prompt_tokens.draw(self.rng)
+        own = max(0, length - len(self.prefix_ids))
+        return self.prefix_ids + [
+            self.rng.randrange(10, self.config.token_id_max) for _ in range(own)
+        ]
+
+    def text(self) -> str:
+        """A prompt as words (about one token each on common tokenizers)."""
+        return " ".join(WORDS[i % len(WORDS)] for i in self.token_ids())
+
+
+def request_body(config: BenchConfig, model: str, prompts: PromptMaker) -> dict[str, Any]:
+    """The JSON body of one request."""
+    body: dict[str, Any] = {
+        "model": model,
+        "max_tokens": config.output_tokens.draw(prompts.rng),
+        "stream": config.stream,
+    }
+    if config.ignore_eos:
+        body["ignore_eos"] = True
+    if config.stream:
+        body["stream_options"] = {"include_usage": True}
+    if config.endpoint == "chat":
+        body["messages"] = [{"role": "user", "content": prompts.text()}]
+    else:
+        body["prompt"] = prompts.token_ids()
+    return body
+
+
+def endpoint_path(config: BenchConfig) -> str:
+    """The OpenAI route for the configured endpoint."""
+    return "/v1/chat/completions" if config.endpoint == "chat" else "/v1/completions"
+
+
+class StreamStalledError(Exception):
+    """The server sent nothing for longer than the stall timeout in the middle of a stream."""
+
+
+async def sse_events(
+    response: httpx.Response, stall_timeout_s: float
+) -> AsyncIterator[dict[str, Any]]:
+    """Decoded `data:` events of a server-sent-event stream."""
+    lines = response.aiter_lines()
+    while True:
+        try:
+            line = await asyncio.wait_for(anext(lines), stall_timeout_s)
+        except StopAsyncIteration:
+            return
+        except TimeoutError as error:
+            raise StreamStalledError from error
+        if not line.startswith("data:"):
+            continue
+        payload = line[5:].strip()
+        if payload == "[DONE]":
+            return
+        yield json.loads(payload)
+
+
+def _has_output(event: dict[str, Any]) -> bool:
+    """True when a stream event carries generated text."""
+    for choice in event.get("choices") or []:
+        delta = choice.get("delta") or {}
+        if choice.get("text") or delta.get("content") or delta.get("reasoning_content"):
+            return True
+    return False
+
+
+async def run_streaming(
+    client: httpx.AsyncClient, url: str, body: dict[str, Any], config: BenchConfig
+) -> RequestResult:
+    """Send one streaming request and time its chunks."""
+    started = time.perf_counter()
+    result = RequestResult(ok=False)
+    last: float | None = None
+    async with client.stream("POST", url, json=body) as response:
+        if response.status_code != 200:
+            await response.aread()
+            return RequestResult(ok=False, error=f"HTTP {response.status_code}")
+        async for event in sse_events(response, config.stall_timeout_s):
+            now = time.perf_counter()
+            if _has_output(event):
+                if last is None:
+                    result.ttft_s = now - started
+                else:
+                    result.chunk_gaps_s.append(now - last)
+                last = now
+            usage = event.get("usage")
+            if usage:
+                result.output_tokens = int(usage.get("completion_tokens") or 0)
+                result.prompt_tokens = int(usage.get("prompt_tokens") or 0)
+    result.e2e_s = time.perf_counter() - started
+    result.ok = True
+    return result
+
+
+async def run_plain(client: httpx.AsyncClient, url: str, body: dict[str, Any]) -> RequestResult:
+    """Send one non-streaming request."""
+    started = time.perf_counter()
+    response = await client.post(url, json=body)
+    elapsed = time.perf_counter() - started
+    if response.status_code != 200:
+        return RequestResult(ok=False, error=f"HTTP {response.status_code}", e2e_s=elapsed)
+    usage = response.json().get("usage") or {}
+    return RequestResult(
+        ok=True,
+        e2e_s=elapsed,
+        output_tokens=int(usage.get("completion_tokens") or 0),
+        prompt_tokens=int(usage.get("prompt_tokens") or 0),
+    )
+
+
+async def one_request(
+    client: httpx.AsyncClient, config: BenchConfig, model: str, prompts: PromptMaker
+) -> RequestResult:
+    """One request with its overall timeout; every failure becomes a result."""
+    body = request_body(config, model, prompts)
+    url = config.url.rstrip("/") + endpoint_path(config)
+    try:
+        async with asyncio.timeout(config.request_timeout_s):
+            if config.stream:
+                return await run_streaming(client, url, body, config)
+            return await run_plain(client, url, body)
+    except StreamStalledError:
+        return RequestResult(ok=False, error="stalled stream")
+    except TimeoutError:
+        return RequestResult(ok=False, error="timeout")
+    except httpx.HTTPError as error:
+        return RequestResult(ok=False, error=type(error).__name__)
+    except (ValueError, KeyError) as error:
+        return RequestResult(ok=False, error=f"bad response: {type(error).__name__}")
+
+
+async def detect_model(client: httpx.AsyncClient, base_url: str) -> str:
+    """The first model the server lists at /v1/models."""
+    response = await client.get(base_url.rstrip("/") + "/v1/models")
+    response.raise_for_status()
+    return str(response.json()["data"][0]["id"])
+
+
+Progress = Callable[[int, int | None], None]
+
+
+class Bench:
+    """One load-generation run."""
+
+    def __init__(self, config: BenchConfig, progress: Progress | None = None) -> None:
+        self.config = config
+        self.progress = progress or (lambda done, total: None)
+        self.results: list[RequestResult] = []
+        self.prompts = PromptMaker(config)
+        self._issued = 0
+        self._deadline = math.inf
+
+    def _may_issue(self) -> bool:
+        """True while the request count and duration allow another request."""
+        if self.config.num_requests is not None and self._issued >= self.config.num_requests:
+            return False
+        return time.perf_counter() < self._deadline
+
+    async def run(self) -> BenchReport:
+        """Run to completion and report."""
+        headers = {"Authorization": f"Bearer {self.config.api_key}"} if self.config.api_key else {}
+        limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
+        async with httpx.AsyncClient(timeout=None, headers=headers, limits=limits) as client:
+            model = self.config.model or await detect_model(client, self.config.url)
+            started = time.perf_counter()
+            if self.config.duration_s is not None:
+                self._deadline = started + self.config.duration_s
+            if self.config.request_rate:
+                await self._open_loop(client, model)
+            else:
+                await self._closed_loop(client, model)
+            return summarize(self.results, time.perf_counter() - started)
+
+    async def _record(self, client: httpx.AsyncClient, model: str) -> None:
+        """Issue one request and record its result."""
+        result = await one_request(client, self.config, model, self.prompts)
+        self.results.append(result)
+        self.progress(len(self.results), self.config.num_requests)
+
+    async def _closed_loop(self, client: httpx.AsyncClient, model: str) -> None:
+        """`concurrency` workers, each sending its next request when the previous one ends."""
+
+        async def worker() -> None:
+            while self._may_issue():
+                self._issued += 1
+                await self._record(client, model)
+
+        await asyncio.gather(*(worker() for _ in range(self.config.concurrency)))
+
+    async def _open_loop(self, client: httpx.AsyncClient, model: str) -> None:
+        """Poisson arrivals at `request_rate`, independent of how fast the server answers."""
+        rng = random.Random(self.config.seed + 2)
+        rate = self.config.request_rate or 1.0
+        tasks: list[asyncio.Task[None]] = []
+        while self._may_issue():
+            self._issued += 1
+            tasks.append(asyncio.create_task(self._record(client, model)))
+            await asyncio.sleep(rng.expovariate(rate))
+        await asyncio.gather(*tasks)

@@ -1,0 +1,1 @@
+"""Textual UI (the live dashboard). The core never imports this package."""
