@@ -1,0 +1,84 @@
+"""Syntax tree of the PromQL subset vtop rules are written in."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Matcher:
+    """A label matcher: =, !=, =~ or !~."""
+
+    label: str
+    op: str
+    value: str
+
+
+@dataclass(frozen=True)
+class Selector:
+    """`name{matchers}`, optionally a range `[window]` and an `offset`."""
+
+    name: str
+    matchers: tuple[Matcher, ...] = ()
+    range_s: float | None = None
+    offset_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class Number:
+    """A numeric literal."""
+
+    value: float
+
+
+@dataclass(frozen=True)
+class Call:
+    """A function call such as rate(x[5m]) or histogram_quantile(0.99, ...)."""
+
+    function: str
+    args: tuple[Expr, ...]
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    """sum/min/max/avg/count, optionally `by (...)` or `without (...)`."""
+
+    op: str
+    expr: Expr
+    labels: tuple[str, ...] = ()
+    without: bool = False
+
+
+@dataclass(frozen=True)
+class Binary:
+    """Arithmetic, comparison (`bool` optional) or set operation with optional on/ignoring."""
+
+    op: str
+    left: Expr
+    right: Expr
+    return_bool: bool = False
+    on: tuple[str, ...] | None = None
+    ignoring: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Negate:
+    """Unary minus."""
+
+    expr: Expr
+
+
+Expr = Selector | Number | Call | Aggregate | Binary | Negate
+
+
+def selectors(expr: Expr) -> list[Selector]:
+    """Every selector in an expression, depth first."""
+    if isinstance(expr, Selector):
+        return [expr]
+    if isinstance(expr, Call):
+        return [s for arg in expr.args for s in selectors(arg)]
+    if isinstance(expr, Aggregate | Negate):
+        return selectors(expr.expr)
+    if isinstance(expr, Binary):
+        return selectors(expr.left) + selectors(expr.right)
+    return []
