@@ -20,6 +20,7 @@ from vtop.core.exposition import family_of
 from vtop.core.frame import Event, Frame, Labels, Series, TargetScrape
 from vtop.core.histogram import Buckets, merge_buckets, parse_le, quantile
 from vtop.core.histogram import mean as histogram_mean
+from vtop.core.sources.nvml import gpu_scrape
 
 NAN = math.nan
 INSTANCE = "instance"
@@ -149,7 +150,8 @@ class Store:
         self.tick += 1
         self._times[self.tick % self.capacity] = frame.timestamp
         events: list[Event] = []
-        for scrape in frame.scrapes:
+        scrapes = frame.scrapes if frame.gpu is None else (*frame.scrapes, gpu_scrape(frame.gpu))
+        for scrape in scrapes:
             if scrape.ok:
                 events.extend(self._ingest_scrape(scrape, frame.timestamp))
         return events

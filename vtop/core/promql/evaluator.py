@@ -16,7 +16,7 @@ from vtop.core.store import INSTANCE, Store
 Vector = dict[Labels, float]
 Value = float | Vector
 CONFIG_PREFIX = "vtop:"
-HOST_LEVEL_PREFIX = "vtop:gpu_"
+HOST_LEVEL_PREFIX = "nvml:"
 
 def _divide(a: float, b: float) -> float:
     """Division as Prometheus does it: x/0 is +-Inf, 0/0 is NaN."""
@@ -111,6 +111,11 @@ def _matches(series: Series, selector: Selector, target: str) -> bool:
     return True
 
 
+def _is_config(name: str) -> bool:
+    """`vtop:` names are configuration scalars."""
+    return name.startswith(CONFIG_PREFIX)
+
+
 def _series(selector: Selector, context: Context) -> list[Series]:
     """Stored series a selector picks."""
     found = context.store.select(selector.name)
@@ -126,8 +131,8 @@ def _instant(selector: Selector, context: Context) -> Value:
     """An instant selector, or a configuration scalar for `vtop:` names."""
     if selector.range_s is not None:
         raise EvaluationError(f"range selector {selector.name}[...] needs a function like rate()")
-    if selector.name in context.config:
-        value = context.config[selector.name]
+    if _is_config(selector.name):
+        value = context.config.get(selector.name)
         if value is None:
             raise UnknownValueError(selector.name)
         return float(value)
@@ -144,7 +149,7 @@ def _range_call(call: Call, context: Context) -> Vector:
     """rate/increase/*_over_time over one range selector."""
     selector = call.args[0]
     assert isinstance(selector, Selector) and selector.range_s is not None
-    if selector.name in context.config:
+    if _is_config(selector.name):
         raise EvaluationError(f"{selector.name} is a configuration value, not a series")
     store, when, window = context.store, context.now - selector.offset_s, selector.range_s
     measure = _RANGE_MEASURES[call.function]
@@ -279,7 +284,7 @@ def _binary(binary: Binary, context: Context) -> Value:
     """Arithmetic, comparisons and set operations."""
     left, right = evaluate(binary.left, context), evaluate(binary.right, context)
     if binary.op in ("and", "or", "unless"):
-        return _set_operation(binary, _as_vector(left), _as_vector(right))
+        return _set_operation(binary, left, right)
     if isinstance(left, float) and isinstance(right, float):
         return _scalar_pair(binary, left, right)
     if isinstance(left, float) or isinstance(right, float):
@@ -287,8 +292,24 @@ def _binary(binary: Binary, context: Context) -> Value:
     return _vector_pair(binary, left, right)
 
 
+def _gate(op: str, left: Value, right: Value) -> Vector:
+    """A set operation between a scalar condition and a vector."""
+    scalar = left if isinstance(left, float) else right
+    vector = right if isinstance(left, float) else left
+    assert isinstance(scalar, float) and isinstance(vector, dict)
+    holds = bool(scalar) and not math.isnan(scalar)
+    if op == "and":
+        return vector if holds else {}
+    if op == "unless":
+        return vector if not holds or not isinstance(left, dict) else {}
+    return vector if vector or not holds else {(): scalar}
+
+
 def _as_vector(value: Value) -> Vector:
-    return {(): value} if isinstance(value, float) else value
+    """A set-operation operand: a scalar is one element when non-zero, else empty."""
+    if isinstance(value, float):
+        return {(): value} if value and not math.isnan(value) else {}
+    return value
 
 
 def _apply(binary: Binary, a: float, b: float) -> float | None:
@@ -341,8 +362,12 @@ def _vector_pair(binary: Binary, left: Vector, right: Vector) -> Vector:
     return result
 
 
-def _set_operation(binary: Binary, left: Vector, right: Vector) -> Vector:
-    """and / or / unless by label signature."""
+def _set_operation(binary: Binary, left_value: Value, right_value: Value) -> Vector:
+    """and / or / unless by label signature; a scalar operand (a condition on configuration)
+    gates the other side as a whole."""
+    if isinstance(left_value, float) != isinstance(right_value, float):
+        return _gate(binary.op, left_value, right_value)
+    left, right = _as_vector(left_value), _as_vector(right_value)
     right_signatures = {_signature(labels, binary) for labels in right}
     if binary.op == "and":
         return {k: v for k, v in left.items() if _signature(k, binary) in right_signatures}

@@ -1,0 +1,176 @@
+"""Rule tests written as data: input series (promtool notation) -> expected findings at times."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from vtop.core.catalog import BY_NAME
+from vtop.core.engine import Engine, Triage
+from vtop.core.exposition import ExpositionParser
+from vtop.core.frame import Frame, Sample, ScrapeStatus, TargetScrape
+from vtop.core.promql.parser import parse_duration
+from vtop.core.rules import Rule, load_rules, rule_files
+from vtop.core.server_config import NUMERIC
+from vtop.core.store import Store
+
+TARGET = "http://rule-test"
+TERM = re.compile(r"^(?P<start>_|[-+]?[\d.eE+-]+?)(?:(?P<step>[-+][\d.eE]+)?x(?P<count>\d+))?$")
+
+
+def expand(values: str) -> list[float | None]:
+    """promtool's series notation: '1 2 _ 3+2x3 0x2' -> 1 2 None 3 5 7 9 0 0 0."""
+    out: list[float | None] = []
+    for term in values.split():
+        match = TERM.match(term)
+        if match is None:
+            raise ValueError(f"bad series term {term!r}")
+        count = int(match.group("count") or 0)
+        if match.group("start") == "_":
+            out.extend([None] * (count + 1 if match.group("count") else 1))
+            continue
+        start, step = float(match.group("start")), float(match.group("step") or 0)
+        out.extend(start + step * i for i in range(count + 1))
+    return out
+
+
+def metric_type(name: str) -> str:
+    """The exposition type of a sample name, from the catalogue (counters end in _total)."""
+    for suffix in ("_bucket", "_sum", "_count"):
+        family = name.removesuffix(suffix)
+        if family != name and family in BY_NAME and BY_NAME[family].type == "histogram":
+            return "histogram"
+    if name in BY_NAME:
+        return BY_NAME[name].type
+    return "counter" if name.endswith("_total") else "gauge"
+
+
+@dataclass
+class Outcome:
+    """What one test file produced."""
+
+    path: Path
+    rule_file: str
+    failures: list[str] = field(default_factory=list)
+    fired: set[str] = field(default_factory=set)
+
+
+def _frames(case: dict[str, Any], interval: float) -> list[Frame]:
+    """One frame per tick from the case's series."""
+    parser = ExpositionParser()
+    columns = {parser.parse(f"{head} 0").samples[0].series: expand(str(values))
+               for head, values in case["series"].items()}
+    types = {series.name: metric_type(series.name) for series in columns}
+    ticks = max(len(values) for values in columns.values())
+    frames = []
+    for tick in range(ticks):
+        samples = tuple(
+            Sample(series, value)
+            for series, values in columns.items()
+            if tick < len(values) and (value := values[tick]) is not None
+        )
+        scrape = TargetScrape(TARGET, ScrapeStatus.OK, samples=samples, metric_types=types)
+        frames.append(Frame(tick * interval, (scrape,)))
+    return frames
+
+
+def _config(case: dict[str, Any]) -> dict[str, float | None]:
+    """The case's `config:` as `vtop:` pseudo-metrics; settings it does not give are unknown."""
+    config: dict[str, float | None] = {f"vtop:{name}": None for name in NUMERIC}
+    config |= {f"vtop:{name}": float(value) for name, value in (case.get("config") or {}).items()}
+    return config
+
+
+def run_case(rules: list[Rule], case: dict[str, Any]) -> tuple[list[str], set[str]]:
+    """Run one case: failures and the rule ids that fired at any checked time."""
+    interval = parse_duration(str(case.get("interval", "1s")))
+    expectations = {parse_duration(str(e["at"])): e for e in case["expect"]}
+    store, engine, failures, fired = Store(), Engine(rules), [], set()
+    for frame in _frames(case, interval):
+        store.ingest(frame)
+        triage = engine.evaluate(store, TARGET, frame.timestamp, _config(case))
+        expectation = expectations.get(frame.timestamp)
+        if expectation is not None:
+            failures += _check(expectation, triage, frame.timestamp)
+            fired |= _all_ids(triage)
+    missing = sorted(set(expectations) - {f.timestamp for f in _frames(case, interval)})
+    failures += [f"no tick at {t}s (series too short)" for t in missing]
+    return failures, fired
+
+
+def _all_ids(triage: Triage) -> set[str]:
+    """Ids of findings and their attached symptoms."""
+    return {f.rule.id for f in triage.findings} | {
+        s.rule.id for f in triage.findings for s in f.symptoms
+    }
+
+
+def _check(expectation: dict[str, Any], triage: Triage, when: float) -> list[str]:
+    """Compare one expectation with the triage at its time."""
+    ids = _all_ids(triage)
+    failures = [f"at {when:g}s: {rid} did not fire (fired: {sorted(ids)})"
+                for rid in expectation.get("fire", []) if rid not in ids]
+    failures += [f"at {when:g}s: {rid} fired but should not" for rid in expectation.get("quiet", []) if rid in ids]
+    primary = expectation.get("primary")
+    actual = triage.primary.rule.id if triage.primary else None
+    if primary is not None and primary != actual:
+        failures.append(f"at {when:g}s: primary is {actual}, expected {primary}")
+    unchecked = {u.rule.id for u in triage.unchecked}
+    failures += [f"at {when:g}s: {rid} was checked but should be unchecked"
+                 for rid in expectation.get("unchecked", []) if rid not in unchecked]
+    failures += _check_changes(expectation.get("changes") or {}, triage, when)
+    return failures
+
+
+def _check_changes(expected: dict[str, dict[str, Any]], triage: Triage, when: float) -> list[str]:
+    """Proposed flag values, per rule id."""
+    findings = {f.rule.id: f for f in triage.findings}
+    findings |= {s.rule.id: s for f in triage.findings for s in f.symptoms}
+    failures = []
+    for rule_id, flags in expected.items():
+        finding = findings.get(rule_id)
+        for flag, value in flags.items():
+            proposed = (
+                next((c.proposed for c in finding.changes if c.flag == flag), "absent")
+                if finding
+                else "no finding"
+            )
+            if str(proposed) != value and not _same_number(proposed, value):
+                failures.append(f"at {when:g}s: {rule_id} proposes {flag} {proposed}, expected {value}")
+    return failures
+
+
+def _same_number(actual: object, expected: str) -> bool:
+    """True when `actual` is the number `expected` spells."""
+    try:
+        return isinstance(actual, float) and abs(actual - float(expected)) < 1e-9
+    except ValueError:
+        return False
+
+
+def run_test_file(path: Path, rules: list[Rule]) -> Outcome:
+    """Run every case of one test file."""
+    document = yaml.load(path.read_text(), Loader=yaml.BaseLoader)  # noqa: S506 - strings only
+    outcome = Outcome(path, str(document.get("rule_file", "")))
+    for case in document.get("tests", []):
+        failures, fired = run_case(rules, case)
+        outcome.failures += [f"{path.name} [{case.get('name', '?')}]: {f}" for f in failures]
+        outcome.fired |= fired
+    return outcome
+
+
+def run_rule_tests(rules_dir: Path) -> tuple[list[str], list[Outcome]]:
+    """All tests in rules_dir/tests; also fails for rule files or rules without a test."""
+    rules = load_rules([rules_dir])
+    outcomes = [run_test_file(p, rules) for p in sorted((rules_dir / "tests").glob("*.yaml"))]
+    problems = [failure for outcome in outcomes for failure in outcome.failures]
+    tested_files = {outcome.rule_file for outcome in outcomes}
+    problems += [f"{p}: rule file has no test in {rules_dir / 'tests'}"
+                 for p in rule_files(rules_dir) if p.name not in tested_files]
+    fired = set().union(*(o.fired for o in outcomes)) if outcomes else set()
+    problems += [f"{r.path}:{r.line}: rule {r.id} never fires in any test" for r in rules if r.id not in fired]
+    return problems, outcomes
