@@ -62,7 +62,33 @@ def bench_main(argv: list[str]) -> int:
     return run(argv)
 
 
-COMMANDS: dict[str, Command] = {"bench": bench_main}
+def diagnose_main(argv: list[str]) -> int:
+    """`vtop diagnose`: one-shot triage."""
+    from vtop.diagnose_cli import diagnose_main as run
+
+    return run(argv)
+
+
+def rules_main(argv: list[str]) -> int:
+    """`vtop rules`: check, test and export rules."""
+    from vtop.diagnose_cli import rules_main as run
+
+    return run(argv)
+
+
+def kv_main(argv: list[str]) -> int:
+    """`vtop kv`: KV-cache calculator."""
+    from vtop.kv_cli import kv_main as run
+
+    return run(argv)
+
+
+COMMANDS: dict[str, Command] = {
+    "bench": bench_main,
+    "diagnose": diagnose_main,
+    "rules": rules_main,
+    "kv": kv_main,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

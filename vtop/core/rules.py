@@ -63,8 +63,8 @@ class Rule:
     line: int = 0
 
     def uses_only_vllm_metrics(self) -> bool:
-        """True when no `vtop:` pseudo-metric appears in the condition (exportable)."""
-        return not any(s.name.startswith("vtop:") for s in selectors(self.expr))
+        """True when the condition reads only metrics a Prometheus server has (exportable)."""
+        return not any(s.name.startswith(("vtop:", "nvml:")) for s in selectors(self.expr))
 
 
 class _Located:
@@ -135,10 +135,10 @@ def _rule(node: yaml.Node, located: _Located) -> Rule | None:
     before = len(located.errors)
     for key in fields.keys() - RULE_KEYS:
         located.error(fields[key], f"unknown key {key!r}")
-    for key in ("id", "title", "phase", "severity", "expr", "diagnosis"):
-        if key not in fields:
-            located.error(node, f"rule is missing {key!r}")
-    if len(located.errors) > before:
+    missing = [k for k in ("id", "title", "phase", "severity", "expr", "diagnosis") if k not in fields]
+    for key in missing:
+        located.error(node, f"rule is missing {key!r}")
+    if missing:
         return None
     rule_id = _text(fields["id"])
     _check_choice(fields["phase"], PHASES, "phase", located)

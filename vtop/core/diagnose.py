@@ -1,0 +1,188 @@
+"""One-shot triage: sample a target for a window, run the rule engine every tick, report."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from vtop.core.cache_config import cache_configs
+from vtop.core.engine import Engine, Triage
+from vtop.core.frame import Frame, GpuSnapshot, GpuState, ScrapeStatus, TargetScrape
+from vtop.core.kv import ModelShape, bytes_per_token
+from vtop.core.poller import poll
+from vtop.core.rules import Rule
+from vtop.core.server_config import ServerConfig, Setting, assemble
+from vtop.core.sources.nvml import NvmlSource
+from vtop.core.sources.vllm_http import ScrapeOptions, VllmHttpSource
+from vtop.core.store import Store
+from vtop.core.summary import TargetSummary, summarize
+
+EXIT_OK, EXIT_WARNING, EXIT_CRITICAL, EXIT_UNKNOWN = 0, 1, 2, 3
+EXIT_BY_SEVERITY = {"ok": EXIT_OK, "info": EXIT_OK, "warning": EXIT_WARNING, "critical": EXIT_CRITICAL}
+
+
+@dataclass(frozen=True)
+class DiagnoseOptions:
+    """What to sample and with which knowledge of the server."""
+
+    window_s: float = 15.0
+    interval_s: float = 1.0
+    vllm_args: str | None = None
+    vllm_log: str | None = None
+    read_gpus: bool = True
+
+
+@dataclass
+class Diagnosis:
+    """The outcome: a triage, or the reason there is none."""
+
+    target: str
+    time: float
+    window_s: float
+    triage: Triage | None
+    config: ServerConfig
+    summary: TargetSummary | None
+    reason: str | None = None
+    events: list[str] = field(default_factory=list)
+
+    @property
+    def verdict(self) -> str:
+        """critical, warning, ok, or unknown (could not diagnose)."""
+        if self.triage is None:
+            return "unknown"
+        severity = self.triage.severity
+        return "ok" if severity in ("ok", "info") else severity
+
+    @property
+    def exit_code(self) -> int:
+        """0 healthy, 1 warning, 2 critical, 3 could not diagnose."""
+        if self.triage is None:
+            return EXIT_UNKNOWN
+        return EXIT_BY_SEVERITY[self.triage.severity]
+
+
+def server_config(
+    scrape: TargetScrape | None, gpu: GpuSnapshot | None, options: DiagnoseOptions
+) -> ServerConfig:
+    """The effective config from what the server reports, its log, its argv and the GPU."""
+    gpus = gpu.gpus if gpu is not None and gpu.state is GpuState.OK else ()
+    config = assemble(
+        argv=options.vllm_args,
+        log_text=options.vllm_log,
+        cache_configs=cache_configs(scrape.samples) if scrape is not None and scrape.ok else [],
+        gpu_memory_bytes=gpus[0].memory_total_bytes if gpus else None,
+        gpu_name=gpus[0].name if gpus else None,
+    )
+    add_kv_bytes_per_token(config)
+    return config
+
+
+def add_kv_bytes_per_token(config: ServerConfig) -> None:
+    """vtop:kv_bytes_per_token from the model's config.json when the model is a local path."""
+    model = config.get("model")
+    if not isinstance(model, str) or not (Path(model) / "config.json").is_file():
+        return
+    shape = ModelShape.from_path(Path(model))
+    kv_dtype = config.get("kv_cache_dtype")
+    per_token = bytes_per_token(
+        shape,
+        kv_dtype if isinstance(kv_dtype, str) else "auto",
+        int(config.number("tensor_parallel_size") or 1),
+        int(config.number("pipeline_parallel_size") or 1),
+    )
+    config.settings["kv_bytes_per_token"] = Setting(per_token, "model config.json")
+
+
+def had_traffic(store: Store, target: str, now: float, window: float) -> bool:
+    """True when requests ran, waited, or tokens were produced during the window."""
+    only = {"instance": target}
+    for name in ("vllm:num_requests_running", "vllm:num_requests_waiting"):
+        if any((store.max_over_time(s, now, window) or 0) > 0 for s in store.select(name, only)):
+            return True
+    grown = store.sum_by(store.increase, "vllm:generation_tokens_total", now, window, only)
+    return any(value > 0 for value in grown.values())
+
+
+Clock = Callable[[], float]
+Sleep = Callable[[float], Awaitable[None]]
+
+
+async def diagnose_url(
+    url: str,
+    rules: list[Rule],
+    options: DiagnoseOptions,
+    scrape_options: ScrapeOptions,
+    clock: Clock = time.time,
+    sleep: Sleep = asyncio.sleep,
+) -> Diagnosis:
+    """Sample one live server for the window and triage it."""
+    source = VllmHttpSource(url, scrape_options)
+    nvml = NvmlSource() if options.read_gpus else None
+    try:
+        frames = await _sample(source, nvml, options, clock, sleep)
+    finally:
+        await source.close()
+        if nvml is not None:
+            nvml.close()
+    return diagnose_frames(source.target, frames, rules, options)
+
+
+async def _sample(
+    source: VllmHttpSource,
+    nvml: NvmlSource | None,
+    options: DiagnoseOptions,
+    clock: Clock,
+    sleep: Sleep,
+) -> list[Frame]:
+    """Frames at `interval_s` until `window_s` has passed (at least two)."""
+    frames: list[Frame] = []
+    started = clock()
+    while True:
+        frames.append(await poll([source], nvml, clock()))
+        if clock() - started >= options.window_s and len(frames) >= 2:
+            return frames
+        await sleep(options.interval_s)
+
+
+def diagnose_frames(
+    target: str, frames: list[Frame], rules: list[Rule], options: DiagnoseOptions
+) -> Diagnosis:
+    """Triage recorded or freshly sampled frames (the same code for both)."""
+    store, engine = Store(), Engine(rules)
+    triage: Triage | None = None
+    config = ServerConfig()
+    events: list[str] = []
+    scrape: TargetScrape | None = None
+    for frame in frames:
+        events += [f"{e.kind}: {e.message}" for e in store.ingest(frame)]
+        scrape = next((s for s in frame.scrapes if s.target == target), scrape)
+        if scrape is not None and scrape.ok:
+            config = server_config(scrape, frame.gpu, options)
+            triage = engine.evaluate(store, target, frame.timestamp, config.pseudo_metrics())
+    now = frames[-1].timestamp
+    window = now - frames[0].timestamp
+    diagnosis = Diagnosis(target, now, window, triage, config, None, events=events)
+    reason = _no_diagnosis_reason(store, target, now, window, scrape)
+    if reason is not None:
+        diagnosis.triage, diagnosis.reason = None, reason
+    else:
+        diagnosis.summary = summarize(store, target, now, window)
+    return diagnosis
+
+
+def _no_diagnosis_reason(
+    store: Store, target: str, now: float, window: float, scrape: TargetScrape | None
+) -> str | None:
+    """Why there can be no diagnosis: unreachable, not vLLM, or no traffic."""
+    if store.target_last_ok(target) is None:
+        if scrape is None:
+            return "no scrape was taken"
+        if scrape.status is ScrapeStatus.NOT_VLLM:
+            return f"not a vLLM endpoint: {scrape.error}"
+        return f"{scrape.status.value}: {scrape.error}"
+    if not had_traffic(store, target, now, window):
+        return "no traffic during the window: nothing ran, waited or was generated"
+    return None

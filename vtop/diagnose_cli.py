@@ -1,0 +1,113 @@
+"""`vtop diagnose` and `vtop rules`: one-shot triage and rule tooling."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from vtop.core.diagnose import EXIT_UNKNOWN, DiagnoseOptions, diagnose_url
+from vtop.core.rule_tests import run_rule_tests
+from vtop.core.rules import PACKAGED, Rule, RuleFileError, load_rules
+from vtop.core.sources.vllm_http import DEFAULT_URL
+from vtop.report import json_report, text_report
+
+
+def add_rules_option(parser: argparse.ArgumentParser) -> None:
+    """--rules DIR (repeatable): user rules added to, or overriding by id, the packaged ones."""
+    parser.add_argument("--rules", action="append", type=Path, default=[], metavar="DIR")
+
+
+def rules_from(args: argparse.Namespace) -> list[Rule]:
+    """Packaged rules plus the user's directories."""
+    return load_rules([PACKAGED, *args.rules])
+
+
+def diagnose_parser() -> argparse.ArgumentParser:
+    """Arguments of `vtop diagnose`."""
+    from vtop.cli import add_target_options
+
+    parser = argparse.ArgumentParser(
+        prog="vtop diagnose",
+        description="sample a vLLM server for a window and print a ranked triage",
+        epilog="exit codes: 0 healthy, 1 warning, 2 critical, 3 could not diagnose",
+    )
+    parser.add_argument("url", nargs="?", default=DEFAULT_URL)
+    parser.add_argument("--window", type=float, default=15.0, help="seconds to sample")
+    parser.add_argument("--interval", type=float, default=1.0, help="seconds between scrapes")
+    parser.add_argument("--vllm-args", help="the server's `vllm serve` flags, as one string")
+    parser.add_argument("--vllm-log", type=Path, help="the server's startup log")
+    parser.add_argument("--no-gpu", action="store_true", help="do not read NVML")
+    parser.add_argument("--json", action="store_true", help="print the JSON report")
+    add_rules_option(parser)
+    add_target_options(parser)
+    return parser
+
+
+def diagnose_main(argv: list[str]) -> int:
+    """Run `vtop diagnose`."""
+    from vtop.cli import scrape_options
+
+    args = diagnose_parser().parse_args(argv)
+    try:
+        rules = rules_from(args)
+        log_text = args.vllm_log.read_text(errors="replace") if args.vllm_log else None
+    except (RuleFileError, OSError) as error:
+        print(f"vtop diagnose: {error}", file=sys.stderr)
+        return EXIT_UNKNOWN
+    options = DiagnoseOptions(args.window, args.interval, args.vllm_args, log_text, not args.no_gpu)
+    diagnosis = asyncio.run(diagnose_url(args.url, rules, options, scrape_options(args)))
+    print(json.dumps(json_report(diagnosis), indent=2) if args.json else text_report(diagnosis))
+    return diagnosis.exit_code
+
+
+def export_rules(rules: list[Rule]) -> dict[str, Any]:
+    """Rules that use only real vLLM metrics, as a Prometheus alerting-rules document."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for rule in rules:
+        if not rule.uses_only_vllm_metrics():
+            continue
+        groups.setdefault(rule.phase, []).append(
+            {
+                "alert": "vtop_" + rule.id.replace("-", "_"),
+                "expr": " ".join(rule.expr_text.split()),
+                "for": f"{int(rule.for_s)}s",
+                "labels": {"severity": rule.severity, "phase": rule.phase},
+                "annotations": {"summary": rule.title, "source": rule.source or rule.path},
+            }
+        )
+    return {"groups": [{"name": f"vtop-{phase}", "rules": items} for phase, items in groups.items()]}
+
+
+def rules_main(argv: list[str]) -> int:
+    """`vtop rules check DIR` / `vtop rules export` / `vtop rules test DIR`."""
+    parser = argparse.ArgumentParser(prog="vtop rules")
+    sub = parser.add_subparsers(dest="action", required=True)
+    check = sub.add_parser("check", help="validate rule files; errors as file:line")
+    check.add_argument("directory", type=Path)
+    test = sub.add_parser("test", help="run the data tests in DIR/tests")
+    test.add_argument("directory", type=Path)
+    export = sub.add_parser("export", help="print Prometheus alerting rules")
+    add_rules_option(export)
+    args = parser.parse_args(argv)
+    if args.action == "export":
+        print(yaml.safe_dump(export_rules(rules_from(args)), sort_keys=False, width=120))
+        return 0
+    try:
+        rules = load_rules([args.directory])
+    except RuleFileError as error:
+        print(error, file=sys.stderr)
+        return 1
+    if args.action == "check":
+        print(f"{len(rules)} rules OK in {args.directory}")
+        return 0
+    problems, _ = run_rule_tests(args.directory)
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    print(f"{len(rules)} rules, {len(problems)} test problems")
+    return 1 if problems else 0
