@@ -8,7 +8,7 @@ import pytest
 
 from tests.vllm_harness.server import ServerPool, ServerSpec, VllmServer
 from vtop.core.bench import Bench, BenchConfig, Lengths
-from vtop.core.diagnose import Diagnosis, DiagnoseOptions, diagnose_url
+from vtop.core.diagnose import DiagnoseOptions, Diagnosis, diagnose_url
 from vtop.core.engine import Finding
 from vtop.core.rules import load_rules
 from vtop.core.sources.vllm_http import ScrapeOptions
@@ -39,9 +39,14 @@ async def diagnose_under_load(server: VllmServer, load: BenchConfig) -> Diagnosi
 def load(url: str, concurrency: int, prompt: int, output: int, **extra: object) -> BenchConfig:
     """Closed-loop load that outlasts the diagnosis window."""
     return BenchConfig(
-        url=url, concurrency=concurrency, num_requests=None, duration_s=WINDOW + 6,
-        prompt_tokens=Lengths(prompt, prompt), output_tokens=Lengths(output, output),
-        stall_timeout_s=180, **extra,  # type: ignore[arg-type]
+        url=url,
+        concurrency=concurrency,
+        num_requests=None,
+        duration_s=WINDOW + 6,
+        prompt_tokens=Lengths(prompt, prompt),
+        output_tokens=Lengths(output, output),
+        stall_timeout_s=180,
+        **extra,  # type: ignore[arg-type]
     )
 
 

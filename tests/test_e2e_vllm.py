@@ -9,7 +9,11 @@ import pytest
 from tests.vllm_harness.server import ServerPool, ServerSpec
 from tests.watch import Watcher
 from vtop.core.bench import Bench, BenchConfig, Lengths
+from vtop.core.cache_config import cache_configs
+from vtop.core.kv import ModelShape, bytes_per_token, capacity_tokens
 from vtop.core.poller import poll
+from vtop.core.server_config import from_log
+from vtop.core.sources.vllm_http import ScrapeOptions, VllmHttpSource
 
 pytestmark = pytest.mark.vllm
 
@@ -92,3 +96,15 @@ async def test_restart_is_a_counter_reset_not_a_negative_rate(vllm_pool: ServerP
     frame = await poll([watcher.source], None, now + 1)
     assert frame.scrapes[0].ok
     await watcher.close()
+
+
+async def test_kv_model_reproduces_the_servers_own_kv_cache_size(vllm_pool: ServerPool) -> None:
+    server = vllm_pool.get(LIGHT)
+    logged, _ = from_log(server.log_text())
+    frame = await poll([VllmHttpSource(server.url, ScrapeOptions())], None, time.time())
+    [config] = cache_configs(frame.scrapes[0].samples)
+    per_token = bytes_per_token(ModelShape.from_path(server.model_path))
+    assert per_token == 2 * 1 * 64 * 2 * 2  # layers x KV heads x head_dim x (K,V) x bf16
+    budget = LIGHT.kv_cache_space_gib * 2**30  # VLLM_CPU_KVCACHE_SPACE on the CPU build
+    computed = capacity_tokens(budget, per_token, config.block_size or 16)
+    assert computed == logged["kv_capacity_tokens"].value == config.kv_capacity_tokens

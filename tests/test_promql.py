@@ -33,7 +33,9 @@ def store() -> Store:
 
 
 def run(store: Store, expr: str, **config: float | None) -> object:
-    return evaluate(parse(expr), Context(store, TARGET, 10.0, {f"vtop:{k}": v for k, v in config.items()}))
+    return evaluate(
+        parse(expr), Context(store, TARGET, 10.0, {f"vtop:{k}": v for k, v in config.items()})
+    )
 
 
 def test_selectors_and_aggregation(store: Store) -> None:
@@ -57,23 +59,33 @@ def test_range_functions(store: Store) -> None:
 
 
 def test_histogram_quantile_over_rates(store: Store) -> None:
-    result = run(store, "histogram_quantile(0.75, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket[1m])))")
+    result = run(
+        store,
+        "histogram_quantile(0.75, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket[1m])))",
+    )
     assert result == {(): pytest.approx(0.75)}
 
 
 def test_comparisons_filter_and_bool(store: Store) -> None:
-    assert run(store, "vllm:num_requests_running > 5") == {(("engine", "1"), ("model_name", "m")): 8.0}
+    assert run(store, "vllm:num_requests_running > 5") == {
+        (("engine", "1"), ("model_name", "m")): 8.0
+    }
     assert run(store, "sum(vllm:num_requests_running > bool 5)") == {(): 1.0}
 
 
 def test_vector_matching_and_set_operations(store: Store) -> None:
     ratio = run(store, "rate(vllm:num_preemptions_total[1m]) / vllm:num_requests_running")
-    assert ratio == {(("engine", "0"), ("model_name", "m")): 0.5, (("engine", "1"), ("model_name", "m")): 0.0}
+    assert ratio == {
+        (("engine", "0"), ("model_name", "m")): 0.5,
+        (("engine", "1"), ("model_name", "m")): 0.0,
+    }
     both = run(store, "vllm:num_requests_running > 3 and rate(vllm:num_preemptions_total[1m]) > 0")
     assert both == {(("engine", "0"), ("model_name", "m")): 4.0}
     rest = run(store, "vllm:num_requests_running unless rate(vllm:num_preemptions_total[1m]) > 0")
-    assert list(rest) == [(("engine", "1"), ("model_name", "m"))]
-    assert run(store, "sum(vllm:num_requests_running) and on () vllm:num_requests_running > 7") == {(): 12.0}
+    assert isinstance(rest, dict) and list(rest) == [(("engine", "1"), ("model_name", "m"))]
+    assert run(store, "sum(vllm:num_requests_running) and on () vllm:num_requests_running > 7") == {
+        (): 12.0
+    }
 
 
 def test_config_values_are_scalars_and_unknown_ones_raise(store: Store) -> None:
@@ -83,7 +95,9 @@ def test_config_values_are_scalars_and_unknown_ones_raise(store: Store) -> None:
     assert run(store, "floor(0.9 * vtop:kv_capacity_tokens / 396)", kv_capacity_tokens=1024) == 2.0
     with pytest.raises(UnknownValueError, match="vtop:max_num_seqs"):
         run(store, "vllm:num_requests_running >= vtop:max_num_seqs", max_num_seqs=None)
-    assert run(store, "vtop:prefix_caching == 0 and vllm:num_requests_running", prefix_caching=1) == {}
+    assert (
+        run(store, "vtop:prefix_caching == 0 and vllm:num_requests_running", prefix_caching=1) == {}
+    )
 
 
 def test_division_by_zero_follows_prometheus(store: Store) -> None:
@@ -97,7 +111,7 @@ def test_division_by_zero_follows_prometheus(store: Store) -> None:
         ("rate(x)", "range selector"),
         ("sum(x", "expected '\\)'"),
         ("x{a=1}", "expected 'string'"),
-        ("x{a=~\"(\"}", "bad regex"),
+        ('x{a=~"("}', "bad regex"),
         ("frobnicate(x)", "unsupported function"),
         ("x @ 5", "unexpected character"),
     ],

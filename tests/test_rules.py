@@ -18,8 +18,32 @@ def test_packaged_rule_tests_pass_and_cover_every_rule() -> None:
 
 def test_required_triage_rules_exist() -> None:
     ids = {rule.id for rule in load_rules()}
-    required = {"Q1", "Q2", "Q3", "Q4", "Q5", "M1", "M3", "M7", "K1", "K1-block", "K1-off",
-                "P1", "P2", "L1", "L2", "L3", "L4", "ST2", "ST3", "SD1", "G1", "G2", "G3", "C1"}
+    required = {
+        "Q1",
+        "Q2",
+        "Q3",
+        "Q4",
+        "Q5",
+        "M1",
+        "M3",
+        "M7",
+        "K1",
+        "K1-block",
+        "K1-off",
+        "P1",
+        "P2",
+        "L1",
+        "L2",
+        "L3",
+        "L4",
+        "ST2",
+        "ST3",
+        "SD1",
+        "G1",
+        "G2",
+        "G3",
+        "C1",
+    }
     assert required <= ids
 
 
@@ -82,7 +106,7 @@ def test_explains_must_name_known_rules(tmp_path: Path) -> None:
         "rules:\n  - id: X\n    title: t\n    phase: queue\n    severity: info\n"
         "    expr: up > 0\n    diagnosis: d\n    explains: [NOPE]\n"
     )
-    with pytest.raises(RuleFileError, match="x.yaml:2: rule X explains unknown rule 'NOPE'"):
+    with pytest.raises(RuleFileError, match=r"x\.yaml:2: rule X explains unknown rule 'NOPE'"):
         load_rules([tmp_path])
 
 

@@ -81,7 +81,9 @@ def export_rules(rules: list[Rule]) -> dict[str, Any]:
                 "annotations": {"summary": rule.title, "source": rule.source or rule.path},
             }
         )
-    return {"groups": [{"name": f"vtop-{phase}", "rules": items} for phase, items in groups.items()]}
+    return {
+        "groups": [{"name": f"vtop-{phase}", "rules": items} for phase, items in groups.items()]
+    }
 
 
 def rules_main(argv: list[str]) -> int:

@@ -88,7 +88,9 @@ def _statistics_lines(diagnosis: Diagnosis) -> list[str]:
             f"TTFT p50 {_number(summary.ttft_p50_s)} s p99 {_number(summary.ttft_p99_s)} s"
         )
     settings = diagnosis.config.settings
-    known = ", ".join(f"{name}={value.value} ({value.source})" for name, value in sorted(settings.items()))
+    known = ", ".join(
+        f"{name}={value.value} ({value.source})" for name, value in sorted(settings.items())
+    )
     lines.append(f"  config: {known or 'nothing known'}")
     return lines
 
@@ -140,6 +142,8 @@ def json_report(diagnosis: Diagnosis) -> dict[str, Any]:
             for u in (triage.unchecked if triage else ())
         ],
         "statistics": dict(diagnosis.summary.__dict__) if diagnosis.summary else None,
-        "config": {k: {"value": v.value, "source": v.source} for k, v in diagnosis.config.settings.items()},
+        "config": {
+            k: {"value": v.value, "source": v.source} for k, v in diagnosis.config.settings.items()
+        },
         "events": diagnosis.events,
     }

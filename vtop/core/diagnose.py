@@ -21,7 +21,12 @@ from vtop.core.store import Store
 from vtop.core.summary import TargetSummary, summarize
 
 EXIT_OK, EXIT_WARNING, EXIT_CRITICAL, EXIT_UNKNOWN = 0, 1, 2, 3
-EXIT_BY_SEVERITY = {"ok": EXIT_OK, "info": EXIT_OK, "warning": EXIT_WARNING, "critical": EXIT_CRITICAL}
+EXIT_BY_SEVERITY = {
+    "ok": EXIT_OK,
+    "info": EXIT_OK,
+    "warning": EXIT_WARNING,
+    "critical": EXIT_CRITICAL,
+}
 
 
 @dataclass(frozen=True)

@@ -115,7 +115,7 @@ class _Formatter(string.Formatter):
     def format_field(self, value: object, format_spec: str) -> str:
         if value is None:
             return "unknown"
-        return super().format_field(value, format_spec)
+        return str(super().format_field(value, format_spec))
 
 
 @dataclass
@@ -145,9 +145,11 @@ class Engine:
     def _rule_findings(self, rule: Rule, context: Context) -> list[Finding]:
         """Findings of one rule whose condition has held for its `for` duration."""
         value = evaluate(rule.expr, context)
-        holding = {(): value} if isinstance(value, float) and value else {}
+        holding: dict[Labels, float] = {}
         if isinstance(value, dict):
             holding = value
+        elif value and not math.isnan(value):
+            holding = {(): value}
         found = []
         for labels in holding:
             key = (context.target, rule.id, labels)
@@ -161,7 +163,9 @@ class Engine:
 
     def _finding(self, rule: Rule, labels: Labels, since: float, context: Context) -> Finding:
         """Evidence, diagnosis and computed suggestions for a holding rule."""
-        evidence = {name: _safe_value(expr, context, labels) for name, expr in rule.evidence.items()}
+        evidence = {
+            name: _safe_value(expr, context, labels) for name, expr in rule.evidence.items()
+        }
         diagnosis = _Formatter().format(rule.diagnosis, **evidence)
         changes = tuple(_change(s, context, labels) for s in rule.suggestions)
         return Finding(rule, labels, since, evidence, diagnosis, changes)
@@ -175,7 +179,9 @@ def _safe_value(expr: Expr, context: Context, labels: Labels) -> float | None:
         return None
 
 
-def _missing_names(expr: Expr | None, context: Context, labels: Labels) -> tuple[float | None, tuple[str, ...]]:
+def _missing_names(
+    expr: Expr | None, context: Context, labels: Labels
+) -> tuple[float | None, tuple[str, ...]]:
     """Evaluate an optional expression, reporting the unknown config values it needed."""
     if expr is None:
         return None, ()
@@ -197,7 +203,11 @@ def _change(suggestion: Suggestion, context: Context, labels: Labels) -> Propose
         if isinstance(proposed, float) and not math.isfinite(proposed):
             proposed = None
     return ProposedChange(
-        suggestion.flag, current, proposed, suggestion.why, suggestion.effect,
+        suggestion.flag,
+        current,
+        proposed,
+        suggestion.why,
+        suggestion.effect,
         missing + missing_current,
     )
 
@@ -230,8 +240,15 @@ def triage(findings: list[Finding]) -> list[Finding]:
     causes = [f for f in findings if f.rule.id not in explained]
     attached = [
         Finding(
-            c.rule, c.labels, c.since, c.evidence, c.diagnosis, c.changes,
-            tuple(s for other in c.rule.explains for s in by_id.get(other, []) if other in explained),
+            c.rule,
+            c.labels,
+            c.since,
+            c.evidence,
+            c.diagnosis,
+            c.changes,
+            tuple(
+                s for other in c.rule.explains for s in by_id.get(other, []) if other in explained
+            ),
         )
         for c in causes
     ]

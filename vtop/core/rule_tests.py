@@ -62,8 +62,10 @@ class Outcome:
 def _frames(case: dict[str, Any], interval: float) -> list[Frame]:
     """One frame per tick from the case's series."""
     parser = ExpositionParser()
-    columns = {parser.parse(f"{head} 0").samples[0].series: expand(str(values))
-               for head, values in case["series"].items()}
+    columns = {
+        parser.parse(f"{head} 0").samples[0].series: expand(str(values))
+        for head, values in case["series"].items()
+    }
     types = {series.name: metric_type(series.name) for series in columns}
     ticks = max(len(values) for values in columns.values())
     frames = []
@@ -112,16 +114,26 @@ def _all_ids(triage: Triage) -> set[str]:
 def _check(expectation: dict[str, Any], triage: Triage, when: float) -> list[str]:
     """Compare one expectation with the triage at its time."""
     ids = _all_ids(triage)
-    failures = [f"at {when:g}s: {rid} did not fire (fired: {sorted(ids)})"
-                for rid in expectation.get("fire", []) if rid not in ids]
-    failures += [f"at {when:g}s: {rid} fired but should not" for rid in expectation.get("quiet", []) if rid in ids]
+    failures = [
+        f"at {when:g}s: {rid} did not fire (fired: {sorted(ids)})"
+        for rid in expectation.get("fire", [])
+        if rid not in ids
+    ]
+    failures += [
+        f"at {when:g}s: {rid} fired but should not"
+        for rid in expectation.get("quiet", [])
+        if rid in ids
+    ]
     primary = expectation.get("primary")
     actual = triage.primary.rule.id if triage.primary else None
     if primary is not None and primary != actual:
         failures.append(f"at {when:g}s: primary is {actual}, expected {primary}")
     unchecked = {u.rule.id for u in triage.unchecked}
-    failures += [f"at {when:g}s: {rid} was checked but should be unchecked"
-                 for rid in expectation.get("unchecked", []) if rid not in unchecked]
+    failures += [
+        f"at {when:g}s: {rid} was checked but should be unchecked"
+        for rid in expectation.get("unchecked", [])
+        if rid not in unchecked
+    ]
     failures += _check_changes(expectation.get("changes") or {}, triage, when)
     return failures
 
@@ -140,7 +152,9 @@ def _check_changes(expected: dict[str, dict[str, Any]], triage: Triage, when: fl
                 else "no finding"
             )
             if str(proposed) != value and not _same_number(proposed, value):
-                failures.append(f"at {when:g}s: {rule_id} proposes {flag} {proposed}, expected {value}")
+                failures.append(
+                    f"at {when:g}s: {rule_id} proposes {flag} {proposed}, expected {value}"
+                )
     return failures
 
 
@@ -154,7 +168,7 @@ def _same_number(actual: object, expected: str) -> bool:
 
 def run_test_file(path: Path, rules: list[Rule]) -> Outcome:
     """Run every case of one test file."""
-    document = yaml.load(path.read_text(), Loader=yaml.BaseLoader)  # noqa: S506 - strings only
+    document = yaml.load(path.read_text(), Loader=yaml.BaseLoader)
     outcome = Outcome(path, str(document.get("rule_file", "")))
     for case in document.get("tests", []):
         failures, fired = run_case(rules, case)
@@ -169,8 +183,15 @@ def run_rule_tests(rules_dir: Path) -> tuple[list[str], list[Outcome]]:
     outcomes = [run_test_file(p, rules) for p in sorted((rules_dir / "tests").glob("*.yaml"))]
     problems = [failure for outcome in outcomes for failure in outcome.failures]
     tested_files = {outcome.rule_file for outcome in outcomes}
-    problems += [f"{p}: rule file has no test in {rules_dir / 'tests'}"
-                 for p in rule_files(rules_dir) if p.name not in tested_files]
+    problems += [
+        f"{p}: rule file has no test in {rules_dir / 'tests'}"
+        for p in rule_files(rules_dir)
+        if p.name not in tested_files
+    ]
     fired = set().union(*(o.fired for o in outcomes)) if outcomes else set()
-    problems += [f"{r.path}:{r.line}: rule {r.id} never fires in any test" for r in rules if r.id not in fired]
+    problems += [
+        f"{r.path}:{r.line}: rule {r.id} never fires in any test"
+        for r in rules
+        if r.id not in fired
+    ]
     return problems, outcomes

@@ -16,8 +16,17 @@ from vtop.core.promql.parser import PromQLError, parse, parse_duration
 PHASES = ("queue", "memory", "compute", "latency", "config", "gpu", "streaming")
 SEVERITIES = ("info", "warning", "critical")
 RULE_KEYS = {
-    "id", "title", "phase", "severity", "expr", "for", "evidence", "diagnosis", "suggest",
-    "explains", "source",
+    "id",
+    "title",
+    "phase",
+    "severity",
+    "expr",
+    "for",
+    "evidence",
+    "diagnosis",
+    "suggest",
+    "explains",
+    "source",
 }
 SUGGESTION_KEYS = {"flag", "current", "proposed", "set", "why", "effect"}
 PACKAGED = Path(__file__).resolve().parents[2] / "rules"
@@ -135,7 +144,9 @@ def _rule(node: yaml.Node, located: _Located) -> Rule | None:
     before = len(located.errors)
     for key in fields.keys() - RULE_KEYS:
         located.error(fields[key], f"unknown key {key!r}")
-    missing = [k for k in ("id", "title", "phase", "severity", "expr", "diagnosis") if k not in fields]
+    missing = [
+        k for k in ("id", "title", "phase", "severity", "expr", "diagnosis") if k not in fields
+    ]
     for key in missing:
         located.error(node, f"rule is missing {key!r}")
     if missing:
@@ -233,8 +244,12 @@ def _suggestion(node: yaml.Node, located: _Located, rule_id: str) -> Suggestion 
         flag=_text(fields["flag"]),
         why=" ".join(_text(fields["why"]).split()),
         effect=" ".join(_text(fields.get("effect")).split()),
-        current=located.expr(fields["current"], label + " current") if "current" in fields else None,
-        proposed=located.expr(fields["proposed"], label + " proposed") if "proposed" in fields else None,
+        current=located.expr(fields["current"], label + " current")
+        if "current" in fields
+        else None,
+        proposed=located.expr(fields["proposed"], label + " proposed")
+        if "proposed" in fields
+        else None,
         literal=_text(fields["set"]) if "set" in fields else None,
     )
 

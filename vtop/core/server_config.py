@@ -40,7 +40,11 @@ FLAG_NAMES = {
     "kv_cache_dtype": "--kv-cache-dtype",
     "model": "--model",
 }
-SHORT_FLAGS = {"-tp": "tensor_parallel_size", "-pp": "pipeline_parallel_size", "-dp": "data_parallel_size"}
+SHORT_FLAGS = {
+    "-tp": "tensor_parallel_size",
+    "-pp": "pipeline_parallel_size",
+    "-dp": "data_parallel_size",
+}
 BOOLEAN_FLAGS = {
     "--enable-prefix-caching": ("prefix_caching", True),
     "--no-enable-prefix-caching": ("prefix_caching", False),
@@ -135,7 +139,9 @@ def from_argv(argv: list[str] | str) -> dict[str, Setting]:
 
 LOG_NUMBERS = {
     "max_model_len": re.compile(r"Using max model len (\d+)"),
-    "max_num_batched_tokens": re.compile(r"Chunked prefill is enabled with max_num_batched_tokens=(\d+)"),
+    "max_num_batched_tokens": re.compile(
+        r"Chunked prefill is enabled with max_num_batched_tokens=(\d+)"
+    ),
     "kv_capacity_tokens": re.compile(r"[GC]PU KV cache size: ([\d,]+) tokens"),
     "max_concurrency": re.compile(r"Maximum concurrency for [\d,]+ tokens per request: ([\d.]+)x"),
 }
@@ -192,7 +198,7 @@ def _non_default_args(literal: str) -> dict[str, Setting]:
     renames = {"enable_prefix_caching": "prefix_caching"}
     found: dict[str, Setting] = {}
     for key, value in parsed.items() if isinstance(parsed, dict) else []:
-        name = renames.get(key, key)
+        name = renames.get(str(key), str(key))
         if isinstance(value, bool | int | float | str):
             found[name] = Setting(value, "log")
     return found

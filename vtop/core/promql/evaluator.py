@@ -18,6 +18,7 @@ Value = float | Vector
 CONFIG_PREFIX = "vtop:"
 HOST_LEVEL_PREFIX = "nvml:"
 
+
 def _divide(a: float, b: float) -> float:
     """Division as Prometheus does it: x/0 is +-Inf, 0/0 is NaN."""
     if b:
@@ -161,7 +162,9 @@ def _range_call(call: Call, context: Context) -> Vector:
     return vector
 
 
-def _over_time(reduce: Callable[[list[float]], float]) -> Callable[[Store, Series, float, float], float | None]:
+def _over_time(
+    reduce: Callable[[list[float]], float],
+) -> Callable[[Store, Series, float, float], float | None]:
     def measure(store: Store, series: Series, now: float, window: float) -> float | None:
         return store.over_time(series, now, window, reduce)
 
@@ -240,9 +243,9 @@ def _histogram_quantile(q: float, vector: Vector) -> Vector:
         groups.setdefault(group, []).append((upper, value))
     result: Vector = {}
     for group, buckets in groups.items():
-        value = quantile(q, buckets)
-        if value is not None:
-            result[group] = value
+        estimate = quantile(q, buckets)
+        if estimate is not None:
+            result[group] = estimate
     return result
 
 
@@ -268,7 +271,9 @@ def _aggregate(aggregate: Aggregate, context: Context) -> Vector:
     vector = {(): value} if isinstance(value, float) else value
     groups: dict[Labels, list[float]] = {}
     for labels, element in vector.items():
-        groups.setdefault(_group_key(labels, aggregate.labels, aggregate.without), []).append(element)
+        groups.setdefault(_group_key(labels, aggregate.labels, aggregate.without), []).append(
+            element
+        )
     reduce = AGGREGATORS[aggregate.op]
     return {group: reduce(values) for group, values in groups.items()}
 
@@ -340,7 +345,9 @@ def _vector_scalar(binary: Binary, left: Value, right: Value) -> Vector:
         a, b = (scalar, element) if scalar_left else (element, scalar)
         value = _apply(binary, a, b)
         if value is not None:
-            result[labels] = element if binary.op in COMPARISON and not binary.return_bool else value
+            result[labels] = (
+                element if binary.op in COMPARISON and not binary.return_bool else value
+            )
     return result
 
 

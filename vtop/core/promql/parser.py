@@ -19,12 +19,33 @@ from vtop.core.promql.ast import (
 
 AGGREGATIONS = frozenset({"sum", "min", "max", "avg", "count"})
 RANGE_FUNCTIONS = frozenset(
-    {"rate", "increase", "avg_over_time", "min_over_time", "max_over_time", "sum_over_time",
-     "count_over_time", "last_over_time", "delta"}
+    {
+        "rate",
+        "increase",
+        "avg_over_time",
+        "min_over_time",
+        "max_over_time",
+        "sum_over_time",
+        "count_over_time",
+        "last_over_time",
+        "delta",
+    }
 )
 INSTANT_FUNCTIONS = frozenset(
-    {"histogram_quantile", "abs", "floor", "ceil", "round", "clamp_min", "clamp_max", "clamp",
-     "scalar", "vector", "absent", "sqrt"}
+    {
+        "histogram_quantile",
+        "abs",
+        "floor",
+        "ceil",
+        "round",
+        "clamp_min",
+        "clamp_max",
+        "clamp",
+        "scalar",
+        "vector",
+        "absent",
+        "sqrt",
+    }
 )
 FUNCTIONS = RANGE_FUNCTIONS | INSTANT_FUNCTIONS
 PRECEDENCE: list[frozenset[str]] = [
@@ -165,7 +186,9 @@ class Parser:
         token = self.current
         if token.kind == "number":
             self.index += 1
-            return Number(float(int(token.text, 16)) if token.text.startswith("0x") else float(token.text))
+            return Number(
+                float(int(token.text, 16)) if token.text.startswith("0x") else float(token.text)
+            )
         if self.accept("("):
             expr = self.binary(0)
             self.take(")")
@@ -242,7 +265,9 @@ class Parser:
             raise PromQLError("a selector needs a metric name", start)
         range_s = self.range_suffix()
         offset_s = parse_duration(self.take(kind="duration").text) if self.accept("offset") else 0.0
-        return Selector(name, tuple(m for m in matchers if m.label != "__name__"), range_s, offset_s)
+        return Selector(
+            name, tuple(m for m in matchers if m.label != "__name__"), range_s, offset_s
+        )
 
     def matcher(self) -> Matcher:
         """label op "value"."""
@@ -267,7 +292,11 @@ class Parser:
             raise PromQLError("expected a duration like 5m", token.position)
         self.index += 1
         self.take("]")
-        return parse_duration(token.text, token.position) if token.kind == "duration" else float(token.text)
+        return (
+            parse_duration(token.text, token.position)
+            if token.kind == "duration"
+            else float(token.text)
+        )
 
 
 def parse(source: str) -> Expr:

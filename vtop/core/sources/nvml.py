@@ -223,7 +223,11 @@ def gpu_samples(snapshot: GpuSnapshot) -> list[Sample]:
                 samples.append(Sample(Series(f"nvml:{name}", labels), float(value)))
         if gpu.clock_event_reasons is not None:
             for reason, short in THROTTLE_SERIES_NAMES.items():
-                throttle_labels = (("gpu", str(gpu.index)), ("instance", GPU_TARGET), ("reason", short))
+                throttle_labels = (
+                    ("gpu", str(gpu.index)),
+                    ("instance", GPU_TARGET),
+                    ("reason", short),
+                )
                 flag = 1.0 if reason in gpu.throttle_reasons else 0.0
                 samples.append(Sample(Series("nvml:throttle", throttle_labels), flag))
     return samples

@@ -1,0 +1,235 @@
+"""Diagnose report, JSON schema, exit codes and config assembly (no server needed)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.frames import TARGET, frame_from_text
+from tests.payloads import DATA, fixture
+from vtop.core.cache_config import cache_configs
+from vtop.core.diagnose import DiagnoseOptions, diagnose_frames, server_config
+from vtop.core.exposition import ExpositionParser
+from vtop.core.frame import Frame, ScrapeStatus, TargetScrape
+from vtop.core.kv import ModelShape, bytes_per_token, capacity_tokens, max_num_seqs_for
+from vtop.core.rules import load_rules
+from vtop.core.server_config import assemble, from_argv, from_log
+from vtop.report import json_report, text_report
+
+STORM_TICK = """# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{{engine="0",model_name="m"}} 10
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{{engine="0",model_name="m"}} 4
+# TYPE vllm:kv_cache_usage_perc gauge
+vllm:kv_cache_usage_perc{{engine="0",model_name="m"}} 1.0
+# TYPE vllm:num_preemptions_total counter
+vllm:num_preemptions_total{{engine="0",model_name="m"}} {p}
+# TYPE vllm:generation_tokens_total counter
+vllm:generation_tokens_total{{engine="0",model_name="m"}} {g}
+# TYPE vllm:request_success_total counter
+vllm:request_success_total{{engine="0",finished_reason="length",model_name="m"}} {n}
+# TYPE vllm:request_prompt_tokens histogram
+vllm:request_prompt_tokens_sum{{engine="0",model_name="m"}} {ps}
+vllm:request_prompt_tokens_count{{engine="0",model_name="m"}} {n}
+# TYPE vllm:request_generation_tokens histogram
+vllm:request_generation_tokens_sum{{engine="0",model_name="m"}} {gs}
+vllm:request_generation_tokens_count{{engine="0",model_name="m"}} {n}
+# TYPE vllm:cache_config_info gauge
+vllm:cache_config_info{{{cache_labels}}} 1.0
+"""
+CACHE_LABELS = (
+    'block_size="128",enable_prefix_caching="True",engine="0",gpu_memory_utilization="0.92",'
+    'kv_cache_size_tokens="1024",num_gpu_blocks="8"'
+)
+
+
+def storm_frames(seconds: int = 16) -> list[Frame]:
+    return [
+        frame_from_text(
+            float(t),
+            STORM_TICK.format(
+                p=3 * t, g=300 * t, n=t, ps=96 * t, gs=300 * t, cache_labels=CACHE_LABELS
+            ),
+        )
+        for t in range(seconds)
+    ]
+
+
+def test_storm_frames_give_a_critical_primary_with_a_flag_diff() -> None:
+    options = DiagnoseOptions(vllm_args="vllm serve ./model --max-num-seqs 16")
+    diagnosis = diagnose_frames(TARGET, storm_frames(), load_rules(), options)
+    assert diagnosis.exit_code == 2 and diagnosis.verdict == "critical"
+    text = text_report(diagnosis)
+    assert "PRIMARY" in text and "M1 preemption storm" in text
+    assert "  - --max-num-seqs 16" in text and "  + --max-num-seqs 2" in text
+    report = json_report(diagnosis)
+    assert report["schema"] == "vtop.diagnose/1"
+    assert report["primary"]["id"] == "M1"
+    assert report["primary"]["changes"][0]["argument"] == "--max-num-seqs 2"
+    assert "Q1" in [s["id"] for s in report["primary"]["symptoms"]]
+    json.dumps(report)
+
+
+def test_unknown_settings_are_reported_with_the_option_that_fixes_it() -> None:
+    diagnosis = diagnose_frames(TARGET, storm_frames(), load_rules(), DiagnoseOptions())
+    assert diagnosis.triage is not None
+    primary = diagnosis.triage.primary
+    assert primary is not None and primary.rule.id == "M1"
+    change = next(c for c in primary.changes if c.flag == "--max-num-seqs")
+    assert change.current is None and change.proposed == 2.0  # capacity is known, MNS is not
+    unchecked = {u.rule.id: u.how for u in diagnosis.triage.unchecked}
+    assert "--max-num-seqs" in unchecked["Q2"] and "--vllm-args" in unchecked["Q2"]
+    assert "NOT CHECKED" in text_report(diagnosis)
+
+
+def test_no_traffic_and_not_vllm_cannot_be_diagnosed() -> None:
+    idle = [frame_from_text(float(t), fixture("idle")) for t in range(3)]
+    quiet = diagnose_frames(TARGET, idle, load_rules(), DiagnoseOptions())
+    assert quiet.exit_code == 3 and "no traffic" in (quiet.reason or "")
+    not_vllm = TargetScrape(TARGET, ScrapeStatus.NOT_VLLM, error="no vllm: series")
+    frames = [Frame(float(t), (not_vllm,)) for t in range(2)]
+    diagnosis = diagnose_frames(TARGET, frames, load_rules(), DiagnoseOptions())
+    assert diagnosis.exit_code == 3 and "not a vLLM endpoint" in (diagnosis.reason or "")
+    assert json_report(diagnosis)["verdict"] == "unknown"
+
+
+def test_cli_unreachable_exits_3_with_json_reason() -> None:
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "vtop",
+            "diagnose",
+            "http://127.0.0.1:9",
+            "--window",
+            "0.5",
+            "--interval",
+            "0.2",
+            "--json",
+            "--no-gpu",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 3
+    report = json.loads(out.stdout)
+    assert report["verdict"] == "unknown" and report["reason"].startswith("unreachable")
+
+
+def test_config_from_real_startup_log_and_scrape() -> None:
+    log = (DATA / "vllm-0.32-cpu-serve.log").read_text()
+    settings, facts = from_log(log)
+    assert settings["max_num_seqs"].value == 16 and settings["max_num_seqs"].source == "log"
+    assert settings["kv_capacity_tokens"].value == 1024
+    assert settings["max_model_len"].value == 512
+    assert facts.version == "0.32.0" and facts.init_seconds == pytest.approx(19.29)
+    samples = ExpositionParser().parse(fixture("underload")).samples
+    config = assemble(log_text=log, cache_configs=cache_configs(samples))
+    metrics = config.pseudo_metrics()
+    assert metrics["vtop:kv_capacity_tokens"] == 1024 and metrics["vtop:prefix_caching"] == 1.0
+    assert metrics["vtop:max_num_batched_tokens"] is None  # not logged on this build: unknown
+
+
+def test_argv_forms_and_precedence() -> None:
+    argv = (
+        "vllm serve org/model -tp 2 --max-num-seqs=64 --no-enable-prefix-caching"
+        " --gpu-memory-utilization 0.9"
+    )
+    settings = from_argv(argv)
+    assert settings["model"].value == "org/model"
+    assert settings["tensor_parallel_size"].value == 2
+    assert settings["max_num_seqs"].value == 64
+    assert settings["prefix_caching"].value is False
+    config = assemble(argv=argv, gpu_memory_bytes=141 * 2**30, gpu_name="NVIDIA H200")
+    assert config.settings["max_num_seqs"].source == "argv"
+    assert config.settings["max_num_batched_tokens"].value == 8192
+    assert (
+        assemble(gpu_memory_bytes=80 * 2**30, gpu_name="NVIDIA A100-SXM4-80GB").get("max_num_seqs")
+        == 256
+    )
+    assert assemble().get("max_num_seqs") is None  # no GPU, no guess
+
+
+def test_kv_formula_reproduces_the_seed_example() -> None:
+    shape = ModelShape(layers=40, kv_heads=8, head_dim=128)
+    assert bytes_per_token(shape) == 163_840
+    capacity = capacity_tokens(20 * 2**30, 163_840)
+    assert capacity == 131_072
+    assert capacity // 4096 == 32
+    assert bytes_per_token(shape, "fp8") == 81_920
+    assert bytes_per_token(shape, tp=16) == 40 * 1 * 128 * 2 * 2  # TP beyond KV heads replicates
+    assert max_num_seqs_for(1024, 96, 300) == 2
+
+
+def test_kv_shape_from_configs() -> None:
+    mla = ModelShape.from_config(
+        {
+            "num_hidden_layers": 61,
+            "num_attention_heads": 128,
+            "hidden_size": 7168,
+            "kv_lora_rank": 512,
+            "qk_rope_head_dim": 64,
+            "torch_dtype": "bfloat16",
+        }
+    )
+    assert bytes_per_token(mla, tp=8) == 61 * 576 * 2
+    gqa = ModelShape.from_config(
+        {
+            "num_hidden_layers": 32,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 8,
+            "hidden_size": 4096,
+            "torch_dtype": "bfloat16",
+        }
+    )
+    assert bytes_per_token(gqa) == 131_072
+
+
+def test_server_config_reads_model_config_for_bytes_per_token(tmp_path: object) -> None:
+    from pathlib import Path
+
+    model = Path(str(tmp_path))
+    (model / "config.json").write_text(
+        json.dumps(
+            {
+                "num_hidden_layers": 2,
+                "num_attention_heads": 2,
+                "num_key_value_heads": 1,
+                "hidden_size": 128,
+                "head_dim": 64,
+                "torch_dtype": "bfloat16",
+            }
+        )
+    )
+    config = server_config(None, None, DiagnoseOptions(vllm_args=f"--model {model}"))
+    assert config.number("kv_bytes_per_token") == 512
+
+
+def test_kv_cli_seed_example() -> None:
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "vtop",
+            "kv",
+            "--layers",
+            "40",
+            "--kv-heads",
+            "8",
+            "--head-dim",
+            "128",
+            "--kv-memory-gib",
+            "20",
+            "--seq-len",
+            "4096",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "163,840 B" in out.stdout and "131,072 tokens" in out.stdout
+    assert "4,096 tokens per request: 32.0" in out.stdout
