@@ -6,8 +6,17 @@ import asyncio
 
 import pytest
 
-from tests.vllm_harness.server import ServerPool, ServerSpec, VllmServer
-from vtop.core.bench import Bench, BenchConfig, Lengths
+from tests.scenarios import (
+    LIGHT,
+    NO_PREFIX_CACHE,
+    SEQ_LIMITED,
+    SMALL_BUDGET,
+    STORM,
+    WINDOW,
+    load,
+)
+from tests.vllm_harness.server import ServerPool, VllmServer
+from vtop.core.bench import Bench, BenchConfig
 from vtop.core.diagnose import DiagnoseOptions, Diagnosis, diagnose_url
 from vtop.core.engine import Finding
 from vtop.core.rules import load_rules
@@ -15,17 +24,10 @@ from vtop.core.sources.vllm_http import ScrapeOptions
 
 pytestmark = pytest.mark.vllm
 
-LIGHT = ServerSpec(max_num_seqs=16)
-STORM = ServerSpec(num_gpu_blocks_override=8, block_size=128, max_num_seqs=16)
-SEQ_LIMITED = ServerSpec(max_num_seqs=2)
-NO_PREFIX_CACHE = ServerSpec(prefix_caching=False)
-SMALL_BUDGET = ServerSpec(max_num_seqs=16, max_num_batched_tokens=64)
-WINDOW = 15.0
 
-
-async def diagnose_under_load(server: VllmServer, load: BenchConfig) -> Diagnosis:
+async def diagnose_under_load(server: VllmServer, config: BenchConfig) -> Diagnosis:
     """Start the load, let it settle, then diagnose the server while it runs."""
-    bench = asyncio.create_task(Bench(load).run())
+    bench = asyncio.create_task(Bench(config).run())
     await asyncio.sleep(4)
     options = DiagnoseOptions(
         window_s=WINDOW, vllm_args=" ".join(server.argv()), vllm_log=server.log_text()
@@ -34,20 +36,6 @@ async def diagnose_under_load(server: VllmServer, load: BenchConfig) -> Diagnosi
     report = await bench
     assert report.failed == 0, report.errors
     return diagnosis
-
-
-def load(url: str, concurrency: int, prompt: int, output: int, **extra: object) -> BenchConfig:
-    """Closed-loop load that outlasts the diagnosis window."""
-    return BenchConfig(
-        url=url,
-        concurrency=concurrency,
-        num_requests=None,
-        duration_s=WINDOW + 6,
-        prompt_tokens=Lengths(prompt, prompt),
-        output_tokens=Lengths(output, output),
-        stall_timeout_s=180,
-        **extra,  # type: ignore[arg-type]
-    )
 
 
 def findings(diagnosis: Diagnosis) -> dict[str, Finding]:

@@ -29,7 +29,15 @@ RULE_KEYS = {
     "source",
 }
 SUGGESTION_KEYS = {"flag", "current", "proposed", "set", "why", "effect"}
-PACKAGED = Path(__file__).resolve().parents[2] / "rules"
+def _packaged_rules_dir() -> Path:
+    """The shipped rules: the top-level rules/ of a checkout, or vtop/rules in an install."""
+    checkout = Path(__file__).resolve().parents[2] / "rules"
+    if (checkout / "queue.yaml").is_file():
+        return checkout
+    return Path(__file__).resolve().parents[1] / "rules"
+
+
+PACKAGED = _packaged_rules_dir()
 
 
 class RuleError(ValueError):
