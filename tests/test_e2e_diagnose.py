@@ -23,6 +23,8 @@ from vtop.core.rules import load_rules
 from vtop.core.sources.vllm_http import ScrapeOptions
 
 pytestmark = pytest.mark.vllm
+# Ordered so that consecutive tests share one server (the pool keeps one; a start is ~75 s here),
+# ending on the storm server that test_e2e_vllm.py starts with.
 
 
 async def diagnose_under_load(server: VllmServer, config: BenchConfig) -> Diagnosis:
@@ -50,11 +52,49 @@ def proposed(finding: Finding, flag: str) -> float | str | None:
     return next(c.proposed for c in finding.changes if c.flag == flag)
 
 
+async def test_small_token_budget_with_long_prompts(vllm_pool: ServerPool) -> None:
+    server = vllm_pool.get(SMALL_BUDGET)
+    diagnosis = await diagnose_under_load(server, load(server.url, 16, 400, 8, stream=False))
+    found = findings(diagnosis)
+    assert "Q3" in found, list(found)
+    assert proposed(found["Q3"], "--max-num-batched-tokens") == 128
+
+
+async def test_prefix_caching_off_is_flagged(vllm_pool: ServerPool) -> None:
+    server = vllm_pool.get(NO_PREFIX_CACHE)
+    config = load(server.url, 2, 160, 16, shared_prefix_tokens=128, stream=False)
+    found = findings(await diagnose_under_load(server, config))
+    assert "K1-off" in found
+    assert proposed(found["K1-off"], "--enable-prefix-caching") == "--enable-prefix-caching"
+
+
+async def test_max_num_seqs_is_the_limiter(vllm_pool: ServerPool) -> None:
+    server = vllm_pool.get(SEQ_LIMITED)
+    diagnosis = await diagnose_under_load(server, load(server.url, 16, 32, 64, stream=False))
+    assert diagnosis.triage is not None and diagnosis.triage.primary is not None
+    primary = diagnosis.triage.primary
+    assert primary.rule.id == "Q2", [f.rule.id for f in diagnosis.triage.findings]
+    value = proposed(primary, "--max-num-seqs")
+    assert isinstance(value, float) and 2 < value <= 8
+
+
 async def test_healthy_light_load_has_no_warning(vllm_pool: ServerPool) -> None:
     server = vllm_pool.get(LIGHT)
     diagnosis = await diagnose_under_load(server, load(server.url, 2, 32, 32, stream=False))
     assert diagnosis.verdict == "ok", [f.rule.id for f in diagnosis.triage.findings]  # type: ignore[union-attr]
     assert diagnosis.exit_code == 0
+
+
+async def test_short_shared_prefix_explains_zero_hits_without_enabling_caching(
+    vllm_pool: ServerPool,
+) -> None:
+    server = vllm_pool.get(STORM)
+    config = load(server.url, 2, 128, 16, shared_prefix_tokens=96, stream=False)
+    found = findings(await diagnose_under_load(server, config))
+    assert "K1-block" in found
+    assert "K1-off" not in found
+    all_flags = {c.flag for f in found.values() for c in f.changes}
+    assert "--enable-prefix-caching" not in all_flags
 
 
 async def test_preemption_storm_is_memory_over_admission(vllm_pool: ServerPool) -> None:
@@ -71,41 +111,3 @@ async def test_preemption_storm_is_memory_over_admission(vllm_pool: ServerPool) 
     expected = int(0.9 * capacity / (shape[0] + shape[1]))  # type: ignore[operator]
     assert proposed(primary, "--max-num-seqs") == expected < 16
     assert proposed(primary, "--gpu-memory-utilization") == pytest.approx(0.95)
-
-
-async def test_short_shared_prefix_explains_zero_hits_without_enabling_caching(
-    vllm_pool: ServerPool,
-) -> None:
-    server = vllm_pool.get(STORM)
-    config = load(server.url, 2, 128, 16, shared_prefix_tokens=96, stream=False)
-    found = findings(await diagnose_under_load(server, config))
-    assert "K1-block" in found
-    assert "K1-off" not in found
-    all_flags = {c.flag for f in found.values() for c in f.changes}
-    assert "--enable-prefix-caching" not in all_flags
-
-
-async def test_max_num_seqs_is_the_limiter(vllm_pool: ServerPool) -> None:
-    server = vllm_pool.get(SEQ_LIMITED)
-    diagnosis = await diagnose_under_load(server, load(server.url, 16, 32, 64, stream=False))
-    assert diagnosis.triage is not None and diagnosis.triage.primary is not None
-    primary = diagnosis.triage.primary
-    assert primary.rule.id == "Q2", [f.rule.id for f in diagnosis.triage.findings]
-    value = proposed(primary, "--max-num-seqs")
-    assert isinstance(value, float) and 2 < value <= 8
-
-
-async def test_prefix_caching_off_is_flagged(vllm_pool: ServerPool) -> None:
-    server = vllm_pool.get(NO_PREFIX_CACHE)
-    config = load(server.url, 2, 160, 16, shared_prefix_tokens=128, stream=False)
-    found = findings(await diagnose_under_load(server, config))
-    assert "K1-off" in found
-    assert proposed(found["K1-off"], "--enable-prefix-caching") == "--enable-prefix-caching"
-
-
-async def test_small_token_budget_with_long_prompts(vllm_pool: ServerPool) -> None:
-    server = vllm_pool.get(SMALL_BUDGET)
-    diagnosis = await diagnose_under_load(server, load(server.url, 16, 400, 8, stream=False))
-    found = findings(diagnosis)
-    assert "Q3" in found, list(found)
-    assert proposed(found["Q3"], "--max-num-batched-tokens") == 128
