@@ -39,7 +39,15 @@ def _handler(canned: Canned) -> type[BaseHTTPRequestHandler]:
 @contextmanager
 def serving(canned: Canned) -> Iterator[str]:
     """Serve `canned` on a free loopback port; yield the base URL; always shut down."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(canned))
+    with serving_handler(_handler(canned)) as url:
+        yield url
+
+
+@contextmanager
+def serving_handler(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """Run a request handler on a free loopback port; yield the base URL; always shut down."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

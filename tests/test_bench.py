@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import random
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from contextlib import AbstractContextManager
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
+from tests.http_server import serving_handler
 from vtop.bench_cli import bench_main
 from vtop.core.bench import (
     Bench,
@@ -86,17 +85,9 @@ def handler_for(behaviour: Behaviour) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-@contextmanager
-def fake_openai(behaviour: Behaviour) -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler_for(behaviour))
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+def fake_openai(behaviour: Behaviour) -> AbstractContextManager[str]:
+    """A local OpenAI-like server with the given behaviour."""
+    return serving_handler(handler_for(behaviour))
 
 
 async def test_streaming_run_measures_ttft_itl_and_tokens() -> None:

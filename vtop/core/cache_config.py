@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vtop.core.frame import Sample
+from vtop.core.histogram import optional_float
 
 CACHE_CONFIG_INFO = "vllm:cache_config_info"
 
@@ -26,18 +27,8 @@ class CacheConfig:
 
 def _int(value: str | None) -> int | None:
     """An integer label, None for absent or "None"."""
-    number = _float(value)
+    number = optional_float(value)
     return None if number is None else int(number)
-
-
-def _float(value: str | None) -> float | None:
-    """A numeric label, None for absent, "None" or garbage."""
-    if value is None:
-        return None
-    try:
-        return float(value)
-    except ValueError:
-        return None
 
 
 def _bool(value: str | None) -> bool | None:
@@ -67,10 +58,10 @@ def cache_config_from_labels(labels: dict[str, str]) -> CacheConfig:
         kv_capacity_tokens=capacity_tokens(labels),
         block_size=_int(labels.get("block_size")),
         num_gpu_blocks=_int(labels.get("num_gpu_blocks")),
-        gpu_memory_utilization=_float(labels.get("gpu_memory_utilization")),
+        gpu_memory_utilization=optional_float(labels.get("gpu_memory_utilization")),
         prefix_caching=_bool(labels.get("enable_prefix_caching")),
         cache_dtype=labels.get("cache_dtype"),
-        max_concurrency=_float(labels.get("kv_cache_max_concurrency")),
+        max_concurrency=optional_float(labels.get("kv_cache_max_concurrency")),
         kv_cache_memory_bytes=_int(labels.get("kv_cache_memory_bytes")),
     )
 

@@ -9,8 +9,8 @@ Buckets = list[tuple[float, float]]
 """(upper bound `le`, cumulative count) pairs."""
 
 
-def parse_le(value: str | None) -> float | None:
-    """The numeric upper bound of a bucket label, None when absent or not a number."""
+def optional_float(value: str | None) -> float | None:
+    """A numeric label value (a bucket's `le`, a config field), None when absent or not a number."""
     if value is None:
         return None
     try:

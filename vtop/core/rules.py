@@ -29,6 +29,8 @@ RULE_KEYS = {
     "source",
 }
 SUGGESTION_KEYS = {"flag", "current", "proposed", "set", "why", "effect"}
+
+
 def _packaged_rules_dir() -> Path:
     """The shipped rules: the top-level rules/ of a checkout, or vtop/rules in an install."""
     checkout = Path(__file__).resolve().parents[2] / "rules"

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from vtop.core.catalog import Normalizer
 from vtop.core.exposition import family_of
 from vtop.core.frame import Event, Frame, Labels, Series, TargetScrape
-from vtop.core.histogram import Buckets, merge_buckets, parse_le, quantile
+from vtop.core.histogram import Buckets, merge_buckets, optional_float, quantile
 from vtop.core.histogram import mean as histogram_mean
 from vtop.core.sources.nvml import gpu_scrape
 
@@ -31,6 +31,11 @@ DEFAULT_STALE_AFTER_S = 30.0
 
 Matchers = Mapping[str, str]
 Measure = Callable[[Series, float, float], float | None]
+
+
+def _group(series: Series, keep: frozenset[str]) -> Labels:
+    """The series' labels restricted to `keep` (a `by` grouping)."""
+    return tuple(pair for pair in series.labels if pair[0] in keep)
 
 
 class SeriesState(enum.Enum):
@@ -428,10 +433,9 @@ class Store:
         totals: dict[Labels, float] = {}
         for series in self.select(name, matchers):
             measured = measure(series, now, window)
-            if measured is None:
-                continue
-            group = tuple(pair for pair in series.labels if pair[0] in keep)
-            totals[group] = totals.get(group, 0.0) + measured
+            if measured is not None:
+                group = _group(series, keep)
+                totals[group] = totals.get(group, 0.0) + measured
         return totals
 
     def latest_by(
@@ -452,12 +456,10 @@ class Store:
         keep = frozenset(by)
         grouped: dict[Labels, list[Buckets]] = {}
         for series in self.select(name + "_bucket", matchers):
-            upper = parse_le(series.label("le"))
+            upper = optional_float(series.label("le"))
             grown = self.increase(series, now, window)
-            if upper is None or grown is None:
-                continue
-            group = tuple(pair for pair in series.labels if pair[0] in keep)
-            grouped.setdefault(group, []).append([(upper, grown)])
+            if upper is not None and grown is not None:
+                grouped.setdefault(_group(series, keep), []).append([(upper, grown)])
         return {group: merge_buckets(parts) for group, parts in grouped.items()}
 
     def histogram_quantile(

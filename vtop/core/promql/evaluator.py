@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from vtop.core.frame import Labels, Series
-from vtop.core.histogram import quantile
+from vtop.core.histogram import optional_float, quantile
 from vtop.core.promql.ast import Aggregate, Binary, Call, Expr, Negate, Number, Selector
 from vtop.core.store import INSTANCE, Store
 
@@ -232,11 +232,7 @@ def _histogram_quantile(q: float, vector: Vector) -> Vector:
     """Group bucket values by labels without `le` and interpolate the quantile."""
     groups: dict[Labels, list[tuple[float, float]]] = {}
     for labels, value in vector.items():
-        le = dict(labels).get("le")
-        try:
-            upper = float(le) if le is not None else None
-        except ValueError:
-            upper = None
+        upper = optional_float(dict(labels).get("le"))
         if upper is None:
             continue
         group = tuple(pair for pair in labels if pair[0] != "le")
