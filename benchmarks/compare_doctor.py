@@ -13,7 +13,7 @@ import shutil
 import subprocess
 from typing import Any
 
-from tests.scenarios import SCENARIOS, WINDOW, Scenario
+from tests.scenarios import SCENARIOS, WINDOW, Scenario, warm_up
 from tests.vllm_harness.server import CACHE, ServerPool, VllmServer
 from vtop.core.bench import Bench
 from vtop.core.diagnose import DiagnoseOptions, Diagnosis, diagnose_url
@@ -64,20 +64,19 @@ def vtop_cell(diagnosis: Diagnosis) -> str:
 
 
 def doctor_cell(report: dict[str, Any]) -> str:
-    """vllm-doctor's assessment and the rules it flagged."""
+    """vllm-doctor's health, the checks that found something, and its first advice."""
     if "error" in report:
         return f"error: {report['error']}"
-    assessment = report.get("assessment") or {}
-    label = assessment.get("bottleneck") or assessment.get("label") or assessment.get("summary")
-    findings = report.get("findings") or report.get("results") or []
-    names = [
-        str(f.get("rule") or f.get("id") or f.get("name")) for f in findings if isinstance(f, dict)
-    ]
-    return f"{label or '-'}; findings: {', '.join(names) or 'none'}"
+    checks = [c for c in report.get("checks", []) if c.get("finding")]
+    names = [f"{c['id']} ({c['finding'].get('severity')})" for c in checks]
+    advice = checks[0]["finding"].get("recommendations", [""])[0] if checks else ""
+    suffix = f"; first advice: {advice}" if advice else ""
+    return f"{report.get('health', '-')}: {', '.join(names) or 'no finding'}{suffix}"
 
 
 async def compare(server: VllmServer, scenario: Scenario) -> tuple[str, str]:
-    """Load the server, then run both tools inside the same window."""
+    """Warm the server up, load it, then run both tools inside the same window."""
+    await Bench(warm_up(server.url, server.spec.max_num_seqs)).run()
     bench = asyncio.create_task(Bench(scenario.load(server.url)).run())
     await asyncio.sleep(4)
     options = DiagnoseOptions(WINDOW, 1.0, " ".join(server.argv()), server.log_text())

@@ -31,6 +31,18 @@ def load(url: str, concurrency: int, prompt: int, output: int, **extra: Any) -> 
     )
 
 
+def warm_up(url: str, max_num_seqs: int) -> BenchConfig:
+    """A short burst that makes a fresh CPU server compile its batch shapes (about a minute)."""
+    return BenchConfig(
+        url=url,
+        concurrency=max_num_seqs,
+        num_requests=2 * max_num_seqs,
+        prompt_tokens=Lengths(32, 32),
+        output_tokens=Lengths(16, 16),
+        stream=False,
+    )
+
+
 @dataclass(frozen=True)
 class Scenario:
     """A named server configuration and the load to run against it."""

@@ -111,3 +111,4 @@ async def test_preemption_storm_is_memory_over_admission(vllm_pool: ServerPool) 
     expected = int(0.9 * capacity / (shape[0] + shape[1]))  # type: ignore[operator]
     assert proposed(primary, "--max-num-seqs") == expected < 16
     assert proposed(primary, "--gpu-memory-utilization") == pytest.approx(0.95)
+    assert "ST3" not in findings(diagnosis)  # 300 of 512 tokens is max_tokens, not the context

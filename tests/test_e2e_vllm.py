@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 
@@ -10,10 +11,14 @@ from tests.vllm_harness.server import ServerPool, ServerSpec
 from tests.watch import Watcher
 from vtop.core.bench import Bench, BenchConfig, Lengths
 from vtop.core.cache_config import cache_configs
+from vtop.core.diagnose import DiagnoseOptions, diagnose_frames
 from vtop.core.kv import ModelShape, bytes_per_token, capacity_tokens
 from vtop.core.poller import poll
+from vtop.core.recorder import RecordingReader, RecordingWriter
+from vtop.core.rules import load_rules
 from vtop.core.server_config import from_log
 from vtop.core.sources.vllm_http import ScrapeOptions, VllmHttpSource
+from vtop.report import json_report
 
 pytestmark = pytest.mark.vllm
 
@@ -33,7 +38,9 @@ def storm_load(url: str) -> BenchConfig:
     )
 
 
-async def test_storm_is_seen_as_waiting_full_kv_and_preemptions(vllm_pool: ServerPool) -> None:
+async def test_storm_is_seen_as_waiting_full_kv_and_preemptions(
+    vllm_pool: ServerPool, tmp_path: Path
+) -> None:
     server = vllm_pool.get(STORM)
     watcher = Watcher(server.url)
     started = time.time()
@@ -51,6 +58,19 @@ async def test_storm_is_seen_as_waiting_full_kv_and_preemptions(vllm_pool: Serve
     client_ttft = report.ttft.p50
     assert server_ttft is not None and client_ttft is not None
     assert client_ttft / 2.5 <= server_ttft <= client_ttft * 2.5, (server_ttft, client_ttft)
+    assert_recording_replays_the_same(watcher, tmp_path / "storm.vtoprec")
+
+
+def assert_recording_replays_the_same(watcher: Watcher, path: Path) -> None:
+    """Record the real frames, read them back: the diagnosis is the same at the same time."""
+    with RecordingWriter(path) as writer:
+        for frame in watcher.frames:
+            writer.write(frame)
+    target, rules, options = watcher.source.target, load_rules(), DiagnoseOptions()
+    live = json_report(diagnose_frames(target, watcher.frames, rules, options))
+    replayed = json_report(diagnose_frames(target, list(RecordingReader(path)), rules, options))
+    assert replayed == live
+    assert live["findings"], "the storm left no finding"
 
 
 async def test_light_load_has_no_preemptions_and_no_waiting(vllm_pool: ServerPool) -> None:

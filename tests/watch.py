@@ -7,6 +7,7 @@ import time
 from collections.abc import Awaitable
 from typing import TypeVar
 
+from vtop.core.frame import Frame
 from vtop.core.poller import poll
 from vtop.core.sources.vllm_http import ScrapeOptions, VllmHttpSource
 from vtop.core.store import Store
@@ -24,12 +25,14 @@ class Watcher:
         self.interval = interval
         self.started = time.time()
         self.summaries: list[TargetSummary] = []
+        self.frames: list[Frame] = []
         self.events: list[str] = []
 
     async def tick(self) -> None:
         """One scrape into the store."""
         now = time.time()
         frame = await poll([self.source], None, now)
+        self.frames.append(frame)
         self.events += [event.kind for event in self.store.ingest(frame)]
         self.summaries.append(summarize(self.store, self.source.target, now, 5.0))
 

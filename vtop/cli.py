@@ -76,6 +76,13 @@ def rules_main(argv: list[str]) -> int:
     return run(argv)
 
 
+def record_main(argv: list[str]) -> int:
+    """`vtop record`: flight recorder."""
+    from vtop.record_cli import record_main as run
+
+    return run(argv)
+
+
 def kv_main(argv: list[str]) -> int:
     """`vtop kv`: KV-cache calculator."""
     from vtop.kv_cli import kv_main as run
@@ -88,6 +95,7 @@ COMMANDS: dict[str, Command] = {
     "diagnose": diagnose_main,
     "rules": rules_main,
     "kv": kv_main,
+    "record": record_main,
 }
 
 

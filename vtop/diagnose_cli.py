@@ -11,7 +11,14 @@ from typing import Any
 
 import yaml
 
-from vtop.core.diagnose import EXIT_UNKNOWN, DiagnoseOptions, diagnose_url
+from vtop.core.diagnose import (
+    EXIT_UNKNOWN,
+    DiagnoseOptions,
+    Diagnosis,
+    diagnose_frames,
+    diagnose_url,
+)
+from vtop.core.recorder import RecordingError, RecordingReader, is_recording
 from vtop.core.rule_tests import run_rule_tests
 from vtop.core.rules import PACKAGED, Rule, RuleFileError, load_rules
 from vtop.core.sources.vllm_http import DEFAULT_URL
@@ -37,7 +44,8 @@ def diagnose_parser() -> argparse.ArgumentParser:
         description="sample a vLLM server for a window and print a ranked triage",
         epilog="exit codes: 0 healthy, 1 warning, 2 critical, 3 could not diagnose",
     )
-    parser.add_argument("url", nargs="?", default=DEFAULT_URL)
+    parser.add_argument("url", nargs="?", default=DEFAULT_URL, help="server URL or recording")
+    parser.add_argument("--target", help="which target of a recording (default: the first)")
     parser.add_argument("--window", type=float, default=15.0, help="seconds to sample")
     parser.add_argument("--interval", type=float, default=1.0, help="seconds between scrapes")
     parser.add_argument("--vllm-args", help="the server's `vllm serve` flags, as one string")
@@ -61,9 +69,33 @@ def diagnose_main(argv: list[str]) -> int:
         print(f"vtop diagnose: {error}", file=sys.stderr)
         return EXIT_UNKNOWN
     options = DiagnoseOptions(args.window, args.interval, args.vllm_args, log_text, not args.no_gpu)
-    diagnosis = asyncio.run(diagnose_url(args.url, rules, options, scrape_options(args)))
+    if is_recording(args.url):
+        diagnosis = diagnose_recording(Path(args.url), args.target, rules, options)
+        if diagnosis is None:
+            return EXIT_UNKNOWN
+    else:
+        diagnosis = asyncio.run(diagnose_url(args.url, rules, options, scrape_options(args)))
     print(json.dumps(json_report(diagnosis), indent=2) if args.json else text_report(diagnosis))
     return diagnosis.exit_code
+
+
+def diagnose_recording(
+    path: Path, target: str | None, rules: list[Rule], options: DiagnoseOptions
+) -> Diagnosis | None:
+    """Triage a recording with the same code as live data; None when it holds no frame."""
+    reader = RecordingReader(path)
+    try:
+        frames = list(reader)
+    except RecordingError as error:
+        print(f"vtop diagnose: {error}", file=sys.stderr)
+        return None
+    if reader.problem:
+        print(f"vtop diagnose: {reader.problem}", file=sys.stderr)
+    targets = [scrape.target for frame in frames for scrape in frame.scrapes]
+    if not targets:
+        print(f"vtop diagnose: {path} holds no complete frame", file=sys.stderr)
+        return None
+    return diagnose_frames(target or targets[0], frames, rules, options)
 
 
 def export_rules(rules: list[Rule]) -> dict[str, Any]:
