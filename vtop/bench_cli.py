@@ -30,39 +30,26 @@ def bench_parser() -> argparse.ArgumentParser:
     load.add_argument("-r", "--request-rate", type=float, help="open loop: Poisson requests/s")
     parser.add_argument("-n", "--num-requests", type=int, help="total requests (default 100)")
     parser.add_argument("-d", "--duration", type=float, help="stop issuing after N seconds")
-    parser.add_argument(
-        "--prompt-tokens",
-        type=Lengths.parse,
-        default=Lengths(128, 128),
-        help="N or LOW:HIGH (uniform)",
-    )
-    parser.add_argument(
-        "--output-tokens",
-        type=Lengths.parse,
-        default=Lengths(128, 128),
-        help="N or LOW:HIGH (uniform)",
-    )
-    parser.add_argument(
-        "--shared-prefix",
-        type=int,
-        default=0,
-        help="tokens every prompt starts with (prefix-cache tests)",
-    )
-    parser.add_argument("--no-ignore-eos", dest="ignore_eos", action="store_false", default=True)
+    add_shape_options(parser)
     parser.add_argument("--timeout", type=float, default=300.0, help="per-request timeout, s")
-    parser.add_argument(
-        "--stall-timeout", type=float, default=60.0, help="max silence between stream chunks, s"
-    )
-    parser.add_argument(
-        "--token-id-max",
-        type=int,
-        default=500,
-        help="prompt token ids are drawn below this (must be < vocab size)",
-    )
+    parser.add_argument("--stall-timeout", type=float, default=60.0, help="max stream silence, s")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--api-key", default=None, help=f"bearer token (default: ${API_KEY_ENV})")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     return parser
+
+
+def add_shape_options(parser: argparse.ArgumentParser) -> None:
+    """Prompt and output shape options."""
+    lengths = "N or LOW:HIGH (uniform)"
+    default = Lengths(128, 128)
+    parser.add_argument("--prompt-tokens", type=Lengths.parse, default=default, help=lengths)
+    parser.add_argument("--output-tokens", type=Lengths.parse, default=default, help=lengths)
+    parser.add_argument("--shared-prefix", type=int, default=0, help="tokens every prompt shares")
+    parser.add_argument("--no-ignore-eos", dest="ignore_eos", action="store_false", default=True)
+    parser.add_argument(
+        "--token-id-max", type=int, default=500, help="prompt token ids stay below (< vocab)"
+    )
 
 
 def config_from_args(args: argparse.Namespace) -> BenchConfig:

@@ -152,14 +152,7 @@ def _rule(node: yaml.Node, located: _Located) -> Rule | None:
         return None
     fields = _mapping(node)
     before = len(located.errors)
-    for key in fields.keys() - RULE_KEYS:
-        located.error(fields[key], f"unknown key {key!r}")
-    missing = [
-        k for k in ("id", "title", "phase", "severity", "expr", "diagnosis") if k not in fields
-    ]
-    for key in missing:
-        located.error(node, f"rule is missing {key!r}")
-    if missing:
+    if not _has_required_keys(node, fields, located):
         return None
     rule_id = _text(fields["id"])
     _check_choice(fields["phase"], PHASES, "phase", located)
@@ -187,6 +180,18 @@ def _rule(node: yaml.Node, located: _Located) -> Rule | None:
         path=str(located.path),
         line=node.start_mark.line + 1,
     )
+
+
+def _has_required_keys(node: yaml.Node, fields: dict[str, yaml.Node], located: _Located) -> bool:
+    """Report unknown and missing keys; False when a required one is missing."""
+    for key in fields.keys() - RULE_KEYS:
+        located.error(fields[key], f"unknown key {key!r}")
+    missing = [
+        k for k in ("id", "title", "phase", "severity", "expr", "diagnosis") if k not in fields
+    ]
+    for key in missing:
+        located.error(node, f"rule is missing {key!r}")
+    return not missing
 
 
 def _check_choice(node: yaml.Node, choices: tuple[str, ...], label: str, located: _Located) -> None:
