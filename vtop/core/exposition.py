@@ -132,6 +132,7 @@ class ExpositionParser:
     def parse(self, text: str, openmetrics: bool = False) -> ParsedExposition:
         """Parse a whole exposition; bad lines become errors and the rest is kept."""
         result = ParsedExposition()
+        heads, append, make = self._series_by_head, result.samples.append, tuple.__new__
         for number, line in enumerate(text.split("\n"), 1):
             if not line or line.isspace():
                 continue
@@ -139,8 +140,18 @@ class ExpositionParser:
                 if self._comment(line, number, result, openmetrics):
                     break
                 continue
+            brace = line.rfind("}")
+            series = heads.get(line[: brace + 1]) if brace > 0 and not openmetrics else None
+            if series is not None:  # fast path: a known series with a plain value
+                fields = line[brace + 1 :].split()
+                if len(fields) == 1 and "_" not in fields[0]:
+                    try:
+                        append(make(Sample, (series, float(fields[0]), None)))
+                        continue
+                    except ValueError:
+                        pass
             try:
-                result.samples.append(self._sample(line.rstrip("\r"), openmetrics))
+                append(self._sample(line.rstrip("\r"), openmetrics))
             except ValueError as error:
                 self._fallback(line, number, str(error), result, openmetrics)
         return result
