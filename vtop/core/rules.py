@@ -6,7 +6,6 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import yaml
 
@@ -327,8 +326,3 @@ def _cross_check(rules: list[Rule]) -> list[RuleError]:
         for other in rule.explains
         if other not in known
     ]
-
-
-def as_plain(node: Any) -> Any:
-    """A YAML node tree as plain Python values (for the test-data loader)."""
-    return yaml.safe_load(yaml.serialize(node)) if isinstance(node, yaml.Node) else node

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from vtop.core.store import Store
@@ -24,7 +25,7 @@ class TargetSummary:
     ttft_p99_s: float | None
 
 
-def _one(values: dict[tuple[tuple[str, str], ...], float | None]) -> float | None:
+def _one(values: Mapping[tuple[tuple[str, str], ...], float | None]) -> float | None:
     """The single merged value of a by=() aggregation."""
     return values.get(())
 
@@ -34,10 +35,10 @@ def summarize(store: Store, target: str, now: float, window: float) -> TargetSum
     only = {"instance": target}
 
     def rate(name: str) -> float | None:
-        return _one(dict(store.sum_by(store.rate, name, now, window, only)))
+        return _one(store.sum_by(store.rate, name, now, window, only))
 
     def latest(name: str) -> float | None:
-        return _one(dict(store.latest_by(name, now, only)))
+        return _one(store.latest_by(name, now, only))
 
     kv_now = [store.latest(s, now) for s in store.select("vllm:kv_cache_usage_perc", only)]
     present = [v for v in kv_now if v is not None]
