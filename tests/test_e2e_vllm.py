@@ -24,6 +24,9 @@ pytestmark = pytest.mark.vllm
 
 STORM = ServerSpec(num_gpu_blocks_override=8, block_size=128, max_num_seqs=16)
 LIGHT = ServerSpec(max_num_seqs=16)
+# 8 blocks, one kept by vLLM as the null block: 7 usable. A request of 296 tokens holds 3 blocks and
+# a preemption frees them at once, so a scrape between steps sees 6/7 or 7/7 at the fullest.
+FULLEST_SCRAPE_AT_LEAST = 6 / 7 - 0.01
 
 
 def storm_load(url: str) -> BenchConfig:
@@ -42,13 +45,13 @@ async def test_storm_is_seen_as_waiting_full_kv_and_preemptions(
     vllm_pool: ServerPool, tmp_path: Path
 ) -> None:
     server = vllm_pool.get(STORM)
-    watcher = Watcher(server.url)
+    watcher = Watcher(server.url, interval=0.25)
     started = time.time()
     report = await watcher.during(Bench(storm_load(server.url)).run())
     await watcher.close()
     assert report.completed == 24 and report.failed == 0
     assert watcher.peak("waiting") > 0
-    assert watcher.peak("kv_usage") >= 0.95
+    assert watcher.peak("kv_usage") >= FULLEST_SCRAPE_AT_LEAST
     assert watcher.peak("preemptions_per_s") > 0
     window = time.time() - started + 1
     store, now = watcher.store, time.time()
