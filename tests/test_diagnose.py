@@ -11,7 +11,8 @@ import pytest
 from tests.frames import TARGET, frame_from_text
 from tests.payloads import DATA, fixture
 from vtop.core.cache_config import cache_configs
-from vtop.core.diagnose import DiagnoseOptions, diagnose_frames, server_config
+from vtop.core.diagnose import DiagnoseOptions, diagnose_frames
+from vtop.core.effective_config import server_config
 from vtop.core.exposition import ExpositionParser
 from vtop.core.frame import Frame, ScrapeStatus, TargetScrape
 from vtop.core.kv import ModelShape, bytes_per_token, capacity_tokens, max_num_seqs_for

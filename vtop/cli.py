@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 
 from vtop import __version__
 from vtop.core.sources.vllm_http import API_KEY_ENV, DEFAULT_URL, ScrapeOptions
+from vtop.dashboard_cli import add_view_options
 
 Command = Callable[[list[str]], int]
 
@@ -30,13 +31,13 @@ def scrape_options(args: argparse.Namespace) -> ScrapeOptions:
 def monitor_parser() -> argparse.ArgumentParser:
     """`vtop [URL ...]`."""
     parser = argparse.ArgumentParser(prog="vtop", description="top for vLLM")
-    parser.add_argument("urls", nargs="*", default=[DEFAULT_URL], metavar="URL")
+    parser.add_argument("urls", nargs="*", metavar="URL", help=f"default {DEFAULT_URL}")
     parser.add_argument("--version", action="version", version=f"vtop {__version__}")
-    parser.add_argument("--interval", type=float, default=1.0, help="seconds between scrapes")
-    parser.add_argument("--window", type=float, default=15.0, help="seconds for rates/quantiles")
-    parser.add_argument("--plain", action="store_true", help="plain text lines (the default today)")
-    parser.add_argument("--once", action="store_true", help="take --samples scrapes, then exit")
+    parser.add_argument("--interval", type=float, help="seconds between scrapes (1)")
+    parser.add_argument("--plain", action="store_true", help="plain text lines instead of the TUI")
+    parser.add_argument("--once", action="store_true", help="plain: take --samples scrapes, exit")
     parser.add_argument("--samples", type=int, default=2, help="scrapes taken with --once")
+    add_view_options(parser)
     add_target_options(parser)
     return parser
 
@@ -46,11 +47,15 @@ def monitor_main(argv: list[str]) -> int:
     from vtop.monitor import run_monitor
 
     args = monitor_parser().parse_args(argv)
+    if not (args.plain or args.once):
+        from vtop.dashboard_cli import live_dashboard
+
+        return live_dashboard(args, scrape_options(args))
     ticks = args.samples if args.once else None
+    interval, window = args.interval or 1.0, args.window or 15.0
     try:
-        return asyncio.run(
-            run_monitor(args.urls, scrape_options(args), args.interval, args.window, ticks)
-        )
+        urls = args.urls or [DEFAULT_URL]
+        return asyncio.run(run_monitor(urls, scrape_options(args), interval, window, ticks))
     except KeyboardInterrupt:
         return 0
 
@@ -83,6 +88,20 @@ def record_main(argv: list[str]) -> int:
     return run(argv)
 
 
+def replay_main(argv: list[str]) -> int:
+    """`vtop replay`: the dashboard on a recording."""
+    from vtop.dashboard_cli import replay_main as run
+
+    return run(argv)
+
+
+def demo_main(argv: list[str]) -> int:
+    """`vtop demo`: the dashboard on the recording shipped with vtop."""
+    from vtop.dashboard_cli import demo_main as run
+
+    return run(argv)
+
+
 def kv_main(argv: list[str]) -> int:
     """`vtop kv`: KV-cache calculator."""
     from vtop.kv_cli import kv_main as run
@@ -96,6 +115,8 @@ COMMANDS: dict[str, Command] = {
     "rules": rules_main,
     "kv": kv_main,
     "record": record_main,
+    "replay": replay_main,
+    "demo": demo_main,
 }
 
 

@@ -6,15 +6,14 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from vtop.core.cache_config import cache_configs
-from vtop.core.engine import Engine, Triage
-from vtop.core.frame import Frame, GpuSnapshot, GpuState, ScrapeStatus, TargetScrape
-from vtop.core.kv import ModelShape, bytes_per_token
+from vtop.core.effective_config import DiagnoseOptions as DiagnoseOptions
+from vtop.core.engine import Triage
+from vtop.core.frame import Frame, ScrapeStatus, TargetScrape
 from vtop.core.poller import poll
 from vtop.core.rules import Rule
-from vtop.core.server_config import ServerConfig, Setting, assemble
+from vtop.core.server_config import ServerConfig
+from vtop.core.session import Session
 from vtop.core.sources.nvml import NvmlSource
 from vtop.core.sources.vllm_http import ScrapeOptions, VllmHttpSource
 from vtop.core.store import Store
@@ -27,17 +26,6 @@ EXIT_BY_SEVERITY = {
     "warning": EXIT_WARNING,
     "critical": EXIT_CRITICAL,
 }
-
-
-@dataclass(frozen=True)
-class DiagnoseOptions:
-    """What to sample and with which knowledge of the server."""
-
-    window_s: float = 15.0
-    interval_s: float = 1.0
-    vllm_args: str | None = None
-    vllm_log: str | None = None
-    read_gpus: bool = True
 
 
 @dataclass
@@ -67,38 +55,6 @@ class Diagnosis:
         if self.triage is None:
             return EXIT_UNKNOWN
         return EXIT_BY_SEVERITY[self.triage.severity]
-
-
-def server_config(
-    scrape: TargetScrape | None, gpu: GpuSnapshot | None, options: DiagnoseOptions
-) -> ServerConfig:
-    """The effective config from what the server reports, its log, its argv and the GPU."""
-    gpus = gpu.gpus if gpu is not None and gpu.state is GpuState.OK else ()
-    config = assemble(
-        argv=options.vllm_args,
-        log_text=options.vllm_log,
-        cache_configs=cache_configs(scrape.samples) if scrape is not None and scrape.ok else [],
-        gpu_memory_bytes=gpus[0].memory_total_bytes if gpus else None,
-        gpu_name=gpus[0].name if gpus else None,
-    )
-    add_kv_bytes_per_token(config)
-    return config
-
-
-def add_kv_bytes_per_token(config: ServerConfig) -> None:
-    """vtop:kv_bytes_per_token from the model's config.json when the model is a local path."""
-    model = config.get("model")
-    if not isinstance(model, str) or not (Path(model) / "config.json").is_file():
-        return
-    shape = ModelShape.from_path(Path(model))
-    kv_dtype = config.get("kv_cache_dtype")
-    per_token = bytes_per_token(
-        shape,
-        kv_dtype if isinstance(kv_dtype, str) else "auto",
-        int(config.number("tensor_parallel_size") or 1),
-        int(config.number("pipeline_parallel_size") or 1),
-    )
-    config.settings["kv_bytes_per_token"] = Setting(per_token, "model config.json")
 
 
 def had_traffic(store: Store, target: str, now: float, window: float) -> bool:
@@ -155,26 +111,20 @@ async def _sample(
 def diagnose_frames(
     target: str, frames: list[Frame], rules: list[Rule], options: DiagnoseOptions
 ) -> Diagnosis:
-    """Triage recorded or freshly sampled frames (the same code for both)."""
-    store, engine = Store(), Engine(rules)
-    triage: Triage | None = None
-    config = ServerConfig()
-    events: list[str] = []
-    scrape: TargetScrape | None = None
+    """Triage recorded or freshly sampled frames (the same code as the dashboard)."""
+    session = Session(rules, options)
     for frame in frames:
-        events += [f"{e.kind}: {e.message}" for e in store.ingest(frame)]
-        scrape = next((s for s in frame.scrapes if s.target == target), scrape)
-        if scrape is not None and scrape.ok:
-            config = server_config(scrape, frame.gpu, options)
-            triage = engine.evaluate(store, target, frame.timestamp, config.pseudo_metrics())
+        session.ingest(frame)
+    view = session.view(target)
     now = frames[-1].timestamp
     window = now - frames[0].timestamp
-    diagnosis = Diagnosis(target, now, window, triage, config, None, events=events)
-    reason = _no_diagnosis_reason(store, target, now, window, scrape)
+    events = [f"{m.kind}: {m.text}" for m in session.marks if m.target == target]
+    diagnosis = Diagnosis(target, now, window, view.triage, view.config, None, events=events)
+    reason = _no_diagnosis_reason(session.store, target, now, window, view.last_scrape)
     if reason is not None:
         diagnosis.triage, diagnosis.reason = None, reason
     else:
-        diagnosis.summary = summarize(store, target, now, window)
+        diagnosis.summary = summarize(session.store, target, now, window)
     return diagnosis
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from vtop.core.store import Store
 
 TTFT = "vllm:time_to_first_token_seconds"
+ITL = "vllm:inter_token_latency_seconds"
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,11 @@ class TargetSummary:
     generation_tokens_per_s: float | None
     ttft_p50_s: float | None
     ttft_p99_s: float | None
+    itl_p50_s: float | None = None
+    itl_p99_s: float | None = None
+    queue_mean_s: float | None = None
+    prefill_mean_s: float | None = None
+    prefix_hit_rate: float | None = None
 
 
 def _one(values: Mapping[tuple[tuple[str, str], ...], float | None]) -> float | None:
@@ -40,6 +46,12 @@ def summarize(store: Store, target: str, now: float, window: float) -> TargetSum
     def latest(name: str) -> float | None:
         return _one(store.latest_by(name, now, only))
 
+    def mean(name: str) -> float | None:
+        return _one(store.histogram_mean(name, now, window, only))
+
+    def quantile(q: float, name: str) -> float | None:
+        return _one(store.histogram_quantile(q, name, now, window, only))
+
     kv_now = [store.latest(s, now) for s in store.select("vllm:kv_cache_usage_perc", only)]
     present = [v for v in kv_now if v is not None]
     return TargetSummary(
@@ -50,9 +62,23 @@ def summarize(store: Store, target: str, now: float, window: float) -> TargetSum
         preemptions_per_s=rate("vllm:num_preemptions_total"),
         prompt_tokens_per_s=rate("vllm:prompt_tokens_total"),
         generation_tokens_per_s=rate("vllm:generation_tokens_total"),
-        ttft_p50_s=_one(store.histogram_quantile(0.5, TTFT, now, window, only)),
-        ttft_p99_s=_one(store.histogram_quantile(0.99, TTFT, now, window, only)),
+        ttft_p50_s=quantile(0.5, TTFT),
+        ttft_p99_s=quantile(0.99, TTFT),
+        itl_p50_s=quantile(0.5, ITL),
+        itl_p99_s=quantile(0.99, ITL),
+        queue_mean_s=mean("vllm:request_queue_time_seconds"),
+        prefill_mean_s=mean("vllm:request_prefill_time_seconds"),
+        prefix_hit_rate=_ratio(
+            rate("vllm:prefix_cache_hits_total"), rate("vllm:prefix_cache_queries_total")
+        ),
     )
+
+
+def _ratio(part: float | None, whole: float | None) -> float | None:
+    """part / whole, None when either is unknown or nothing was counted."""
+    if part is None or whole is None or whole <= 0:
+        return None
+    return part / whole
 
 
 def _fmt(value: float | None, pattern: str) -> str:

@@ -1,0 +1,194 @@
+"""A watching session: frames in, store + findings + chart history + event log out.
+
+The dashboard, replay and demo all feed frames to a Session; it never does I/O and takes time
+from the frames, so a replay gives the same findings at the same times as the live run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections import deque
+from dataclasses import dataclass, field
+
+from vtop.core.effective_config import DiagnoseOptions, server_config
+from vtop.core.engine import Engine, Finding, Triage
+from vtop.core.frame import Event, Frame, GpuSnapshot, TargetScrape
+from vtop.core.rules import Rule
+from vtop.core.server_config import ServerConfig
+from vtop.core.store import Store
+from vtop.core.summary import TargetSummary, summarize
+
+STARTUP_LINE = re.compile(r"non-default args:")
+LOG_LINES_KEPT = 5000
+MARKS_KEPT = 500
+KV_SATURATED = 0.95
+QUIET_BEFORE_MARK_S = 60.0
+"""A burst or saturation is marked again only after this long without one."""
+
+
+@dataclass(frozen=True)
+class Mark:
+    """Something worth a line in the event log and a marker on the charts."""
+
+    timestamp: float
+    kind: str
+    target: str
+    text: str
+
+
+@dataclass
+class TargetView:
+    """What the session knows about one target."""
+
+    target: str
+    history: deque[tuple[float, TargetSummary]]
+    config: ServerConfig = field(default_factory=ServerConfig)
+    triage: Triage | None = None
+    last_scrape: TargetScrape | None = None
+    last_timestamp: float | None = None
+
+    @property
+    def summary(self) -> TargetSummary | None:
+        """The newest headline figures."""
+        return self.history[-1][1] if self.history else None
+
+
+class Session:
+    """Ingests frames in time order; everything the views show comes from here."""
+
+    def __init__(
+        self, rules: list[Rule], options: DiagnoseOptions, history_points: int = 3600
+    ) -> None:
+        self.store = Store()
+        self.engine = Engine(rules)
+        self.options = options
+        self.history_points = history_points
+        self.targets: dict[str, TargetView] = {}
+        self.marks: deque[Mark] = deque(maxlen=MARKS_KEPT)
+        self.log_lines: deque[str] = deque(maxlen=LOG_LINES_KEPT)
+        self.startup_log: list[str] = []
+        self.gpu: GpuSnapshot | None = None
+        self.now: float | None = None
+        self._log_changed = False
+
+    def ingest(self, frame: Frame) -> None:
+        """One frame: store, log, config, rules, history and marks."""
+        self.now = frame.timestamp
+        if frame.gpu is not None:
+            self.gpu = frame.gpu
+        self._take_log(frame.log_lines)
+        events = [*self.store.ingest(frame), *frame.events]
+        for event in events:
+            if self._is_news(event):
+                self.marks.append(Mark(event.timestamp, event.kind, event.target, event.message))
+        restarted = {event.target for event in events if event.kind == "restart"}
+        for scrape in frame.scrapes:
+            self._ingest_scrape(scrape, frame, scrape.target in restarted)
+        self._log_changed = False
+
+    def _is_news(self, event: Event) -> bool:
+        """False for a scrape failure that only repeats the previous one."""
+        view = self.targets.get(event.target)
+        previous = view.last_scrape if view is not None else None
+        if previous is None or previous.ok:
+            return True
+        return event.kind != previous.status.value.replace(" ", "_")
+
+    def _take_log(self, lines: tuple[str, ...]) -> None:
+        """Keep log lines; a new startup begins a new startup log."""
+        for line in lines:
+            if STARTUP_LINE.search(line):
+                self.startup_log = []
+            self.startup_log.append(line)
+            self.log_lines.append(line)
+        self._log_changed = self._log_changed or bool(lines)
+
+    def view(self, target: str) -> TargetView:
+        """The view of a target, created on first sight."""
+        if target not in self.targets:
+            self.targets[target] = TargetView(target, deque(maxlen=self.history_points))
+        return self.targets[target]
+
+    def _ingest_scrape(self, scrape: TargetScrape, frame: Frame, restarted: bool) -> None:
+        """Config, triage and history for one target."""
+        view = self.view(scrape.target)
+        view.last_timestamp = frame.timestamp
+        if not scrape.ok:
+            view.last_scrape = scrape
+            return
+        if view.last_scrape is not None and not view.last_scrape.ok:
+            self.marks.append(
+                Mark(frame.timestamp, "recovered", scrape.target, "scrapes work again")
+            )
+        if restarted or self._log_changed or view.last_scrape is None or not view.last_scrape.ok:
+            view.config = server_config(scrape, frame.gpu or self.gpu, self._options())
+        view.last_scrape = scrape
+        now = frame.timestamp
+        summary = summarize(self.store, scrape.target, now, self.options.window_s)
+        self._mark_changes(view, summary, now)
+        view.history.append((now, summary))
+        triage = self.engine.evaluate(self.store, scrape.target, now, view.config.pseudo_metrics())
+        self._mark_findings(view, triage, now)
+        view.triage = triage
+
+    def _options(self) -> DiagnoseOptions:
+        """Diagnose options with the startup log seen in frames (when there is one)."""
+        if not self.startup_log:
+            return self.options
+        return dataclasses.replace(self.options, vllm_log="\n".join(self.startup_log))
+
+    def _mark_changes(self, view: TargetView, summary: TargetSummary, now: float) -> None:
+        """Marks for the start of a preemption burst and for KV saturation."""
+        previous = view.summary
+        before_preempt = previous.preemptions_per_s if previous else None
+        before_kv = previous.kv_usage if previous else None
+        if _started(before_preempt, summary.preemptions_per_s, 0.0):
+            text = f"preemption burst: {summary.preemptions_per_s:.2f}/s"
+            self._mark_unless_recent(Mark(now, "preemptions", view.target, text), view)
+        if _started(before_kv, summary.kv_usage, KV_SATURATED):
+            text = f"KV cache saturated: {summary.kv_usage:.0%}"
+            self._mark_unless_recent(Mark(now, "kv", view.target, text), view)
+
+    def _mark_unless_recent(self, mark: Mark, view: TargetView) -> None:
+        """Add a mark unless the figure was already over its threshold within the quiet time."""
+        field = "preemptions_per_s" if mark.kind == "preemptions" else "kv_usage"
+        threshold = 0.0 if mark.kind == "preemptions" else KV_SATURATED
+        for timestamp, summary in reversed(view.history):
+            if mark.timestamp - timestamp > QUIET_BEFORE_MARK_S:
+                break
+            value = getattr(summary, field)
+            if value is not None and value > threshold:
+                return
+        self.marks.append(mark)
+
+    def _mark_findings(self, view: TargetView, triage: Triage, now: float) -> None:
+        """Marks for findings that appeared or cleared since the last evaluation."""
+        before = _by_key(view.triage)
+        after = _by_key(triage)
+        for key in after.keys() - before.keys():
+            text = f"{short_key(after[key])} appeared: {after[key].rule.title}"
+            self.marks.append(Mark(now, "finding", view.target, text))
+        for key in before.keys() - after.keys():
+            text = f"{short_key(before[key])} cleared: {before[key].rule.title}"
+            self.marks.append(Mark(now, "cleared", view.target, text))
+
+
+def short_key(finding: Finding) -> str:
+    """Rule id plus the engine when there is one (the model label is in the header)."""
+    engine = dict(finding.labels).get("engine")
+    return finding.rule.id if engine is None else f"{finding.rule.id}[engine {engine}]"
+
+
+def _started(before: float | None, after: float | None, threshold: float) -> bool:
+    """True when a figure rises above a threshold it was not above."""
+    return after is not None and after > threshold and (before is None or before <= threshold)
+
+
+def _by_key(triage: Triage | None) -> dict[str, Finding]:
+    """Findings (with their symptoms) by key."""
+    if triage is None:
+        return {}
+    found = {finding.key: finding for finding in triage.findings}
+    found |= {s.key: s for finding in triage.findings for s in finding.symptoms}
+    return found

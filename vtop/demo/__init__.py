@@ -1,0 +1,1 @@
+"""The demo recording shipped with vtop (see scripts/record_demo.py)."""

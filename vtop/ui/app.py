@@ -1,0 +1,237 @@
+"""The Textual dashboard: a timer asks the feed for frames, one handler ingests and redraws."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from typing import ClassVar
+
+from textual import on
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding, BindingType
+from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
+from textual.screen import Screen
+from textual.timer import Timer
+from textual.widgets import Footer, OptionList
+from textual.worker import Worker, WorkerState
+
+from vtop.core.effective_config import DiagnoseOptions
+from vtop.core.feeds import Feed, LiveFeed, ReplayFeed
+from vtop.core.rules import Rule
+from vtop.core.session import Session, TargetView
+from vtop.core.settings import PANELS, Settings
+from vtop.ui import views
+from vtop.ui.chart_data import CHARTS
+from vtop.ui.explain import HELP, diagnosis_text, explain
+from vtop.ui.messages import FramesReady
+from vtop.ui.screens.text_screen import TextScreen
+from vtop.ui.widgets.banner import Banner
+from vtop.ui.widgets.event_log import EventLog
+from vtop.ui.widgets.findings import FindingsPanel
+from vtop.ui.widgets.gpu_panel import GpuPanel
+from vtop.ui.widgets.header import Header
+from vtop.ui.widgets.time_chart import TimeChart
+from vtop.ui.widgets.ttft_histogram import TtftHistogram
+
+NARROW_BELOW = 110
+LOW_REDRAW_EVERY = 5
+INTERVAL_STEPS = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
+
+
+class VtopApp(App[int]):
+    """top for vLLM."""
+
+    CSS_PATH = "vtop.tcss"
+    TITLE = "vtop"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("q", "quit", "quit"),
+        Binding("p", "pause", "pause"),
+        Binding("plus,equals_sign", "faster", "faster", key_display="+"),
+        Binding("minus", "slower", "slower", key_display="-"),
+        Binding("d", "diagnosis", "diagnosis"),
+        Binding("e", "explain", "explain"),
+        Binding("t", "next_target", "endpoint", show=False),
+        Binding("slash", "command_palette", "commands", show=False),
+        Binding("question_mark", "help", "help", key_display="?"),
+        *[
+            Binding(str(i + 1), f"toggle_panel('{panel}')", panel, show=False)
+            for i, panel in enumerate(PANELS)
+        ],
+    ]
+
+    def __init__(
+        self,
+        settings: Settings,
+        feed: Feed,
+        rules: list[Rule],
+        clock: Callable[[], float] = time.time,
+        vllm_pids: frozenset[int] = frozenset(),
+        log_text: str | None = None,
+    ) -> None:
+        super().__init__()
+        self.settings = settings
+        self.feed = feed
+        self.clock = clock
+        self.vllm_pids = vllm_pids
+        options = DiagnoseOptions(
+            window_s=settings.window_s, vllm_args=settings.vllm_args, vllm_log=log_text
+        )
+        self.session = Session(rules, options)
+        self.interval = settings.interval_s
+        self.paused = False
+        self.target_index = 0
+        self.refreshes = 0
+        self._polling = False
+        self._timer: Timer | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Header(id="header")
+        yield Banner(id="banner")
+        with Horizontal(id="body"):
+            with VerticalScroll(id="charts"), Grid(id="chart-grid"):
+                yield TimeChart(CHARTS[0])
+                yield TimeChart(CHARTS[1])
+                yield TimeChart(CHARTS[2])
+                yield TtftHistogram()
+                yield from (TimeChart(spec) for spec in CHARTS[3:])
+            with Vertical(id="side"):
+                yield FindingsPanel()
+                yield GpuPanel()
+                yield EventLog()
+        yield Footer()
+
+    def on_mount(self) -> None:
+        for panel in self.settings.hidden_panels:
+            self.action_toggle_panel(panel)
+        self._timer = self.set_interval(self.interval, self.tick)
+        self.tick()
+        self.refresh_views()
+
+    def on_resize(self) -> None:
+        self.screen.set_class(self.size.width < NARROW_BELOW, "-narrow")
+
+    def tick(self) -> None:
+        """Ask the feed for frames unless a poll is still running."""
+        if not self._polling:
+            self._polling = True
+            self.run_worker(self._poll(), group="poll", exit_on_error=False)
+
+    async def _poll(self) -> None:
+        """Worker: get frames and hand them to the app (never touches widgets)."""
+        try:
+            frames = await self.feed.frames(self.clock())
+        finally:
+            self._polling = False
+        if frames:
+            self.post_message(FramesReady(frames))
+
+    @on(FramesReady)
+    def ingest(self, message: FramesReady) -> None:
+        """The one place where data enters the session."""
+        for frame in message.frames:
+            self.session.ingest(frame)
+        self.refresh_views()
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """A failed poll becomes a banner, never a traceback."""
+        if event.state is WorkerState.ERROR:
+            self.query_one(Banner).say(f"polling failed: {event.worker.error!r}; retrying")
+
+    @property
+    def view(self) -> TargetView | None:
+        """The endpoint on screen."""
+        targets = list(self.session.targets.values())
+        return targets[self.target_index % len(targets)] if targets else None
+
+    def refresh_views(self) -> None:
+        """Push the session's state into the widgets."""
+        now = self.session.now if self.session.now is not None else self.clock()
+        self.query_one(Header).update(views.header_text(self, now))
+        if self.paused:
+            return
+        self.query_one(Banner).say(views.banner_text(self, now))
+        self.refreshes += 1
+        view = self.view
+        full = not self.settings.low_redraw or self.refreshes % LOW_REDRAW_EVERY == 1
+        if view is not None and full:
+            views.draw_charts(self, view, now)
+        self.query_one(FindingsPanel).show(view.triage if view else None, views.no_finding(view))
+        self.query_one(GpuPanel).show(self.session.gpu, self.vllm_pids)
+        self.query_one(EventLog).show(self.session.marks)
+
+    def action_pause(self) -> None:
+        """Freeze the display (live) or the playback (replay)."""
+        self.paused = not self.paused
+        if isinstance(self.feed, ReplayFeed):
+            self.feed.paused = self.paused
+        self.refresh_views()
+
+    def action_faster(self) -> None:
+        """Poll more often."""
+        self._set_interval(max((s for s in INTERVAL_STEPS if s < self.interval), default=0.25))
+
+    def action_slower(self) -> None:
+        """Poll less often."""
+        self._set_interval(min((s for s in INTERVAL_STEPS if s > self.interval), default=30.0))
+
+    def _set_interval(self, interval: float) -> None:
+        """Restart the timer at a new interval."""
+        self.interval = interval
+        if isinstance(self.feed, LiveFeed):
+            self.feed.interval = interval
+        if self._timer is not None:
+            self._timer.stop()
+        self._timer = self.set_interval(interval, self.tick)
+        self.notify(f"polling every {interval:g} s", timeout=2)
+        self.refresh_views()
+
+    def action_toggle_panel(self, panel: str) -> None:
+        """Show or hide a panel."""
+        widget = self.query_one("#gpu" if panel == "gpu" else f"#chart-{panel}")
+        widget.display = not widget.display
+
+    def action_help(self) -> None:
+        """Keys and what the screen shows."""
+        self.push_screen(TextScreen("vtop help", HELP))
+
+    def action_explain(self) -> None:
+        """The highlighted finding in full."""
+        finding = self.query_one(FindingsPanel).selected
+        if finding is None:
+            self.notify("no finding to explain", timeout=2)
+            return
+        self.push_screen(TextScreen(f"{finding.key}: {finding.rule.title}", explain(finding)))
+
+    @on(OptionList.OptionSelected, "#findings")
+    def explain_selected(self) -> None:
+        """Enter on a finding explains it."""
+        self.action_explain()
+
+    def action_diagnosis(self) -> None:
+        """The full `vtop diagnose` report for the endpoint on screen."""
+        view = self.view
+        if view is None:
+            self.notify("no data yet", timeout=2)
+            return
+        events = [f"{m.kind}: {m.text}" for m in self.session.marks if m.target == view.target]
+        text = diagnosis_text(view, self.settings.window_s, events)
+        self.push_screen(TextScreen(f"diagnosis of {view.target}", text))
+
+    def action_next_target(self) -> None:
+        """Show the next endpoint."""
+        self.target_index += 1
+        self.refresh_views()
+
+    def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        yield SystemCommand("Pause / resume", "Freeze the display", self.action_pause)
+        yield SystemCommand("Diagnosis", "Full triage report", self.action_diagnosis)
+        yield SystemCommand("Explain finding", "The highlighted finding", self.action_explain)
+        for index, panel in enumerate(PANELS):
+            toggle = _toggler(self, panel)
+            yield SystemCommand(f"Toggle {panel} panel", f"key {index + 1}", toggle)
+
+
+def _toggler(app: VtopApp, panel: str) -> Callable[[], None]:
+    """A callback that toggles one panel."""
+    return lambda: app.action_toggle_panel(panel)

@@ -1,0 +1,107 @@
+"""What each chart plots, and its points relative to now (pure, no Textual)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from vtop.core.session import Mark
+from vtop.core.summary import TargetSummary
+
+CHART_MARKS = frozenset({"restart", "counter_reset", "applied", "preemptions", "kv", "rollback"})
+
+
+@dataclass(frozen=True)
+class LineSpec:
+    """One plotted summary field."""
+
+    label: str
+    field: str
+    scale: float = 1.0
+
+
+@dataclass(frozen=True)
+class ChartSpec:
+    """One chart panel."""
+
+    panel: str
+    title: str
+    lines: tuple[LineSpec, ...]
+    y_max: float | None = None
+    limit: str | None = None
+    """Config setting drawn as a horizontal line (e.g. max_num_seqs)."""
+
+
+CHARTS = (
+    ChartSpec(
+        "requests",
+        "Requests",
+        (LineSpec("running", "running"), LineSpec("waiting", "waiting")),
+        limit="max_num_seqs",
+    ),
+    ChartSpec("kv", "KV cache %", (LineSpec("used", "kv_usage", 100),), y_max=100),
+    ChartSpec("preemptions", "Preemptions/s", (LineSpec("preempt/s", "preemptions_per_s"),)),
+    ChartSpec(
+        "ttft",
+        "TTFT s",
+        (LineSpec("p50", "ttft_p50_s"), LineSpec("p99", "ttft_p99_s")),
+    ),
+    ChartSpec(
+        "throughput",
+        "Tokens/s",
+        (
+            LineSpec("prompt", "prompt_tokens_per_s"),
+            LineSpec("generation", "generation_tokens_per_s"),
+        ),
+    ),
+    ChartSpec(
+        "latency",
+        "Latency s",
+        (
+            LineSpec("ITL p50", "itl_p50_s"),
+            LineSpec("ITL p99", "itl_p99_s"),
+            LineSpec("queue", "queue_mean_s"),
+            LineSpec("prefill", "prefill_mean_s"),
+        ),
+    ),
+    ChartSpec(
+        "prefix_cache", "Prefix-cache hit %", (LineSpec("hit", "prefix_hit_rate", 100),), y_max=100
+    ),
+)
+
+
+def line_points(
+    history: Iterable[tuple[float, TargetSummary]], line: LineSpec, now: float, span: float
+) -> tuple[list[float], list[float]]:
+    """(seconds relative to now, value) for the known values within the span."""
+    xs: list[float] = []
+    ys: list[float] = []
+    for timestamp, summary in history:
+        value = getattr(summary, line.field)
+        if value is not None and now - span <= timestamp <= now:
+            xs.append(timestamp - now)
+            ys.append(value * line.scale)
+    return xs, ys
+
+
+def mark_offsets(marks: Iterable[Mark], target: str, now: float, span: float) -> list[float]:
+    """Where chart-worthy events fall, in seconds relative to now."""
+    return [
+        m.timestamp - now
+        for m in marks
+        if m.kind in CHART_MARKS and m.target == target and now - span <= m.timestamp <= now
+    ]
+
+
+def bucket_counts(cumulative: list[tuple[float, float]]) -> tuple[list[str], list[float]]:
+    """Per-bucket counts and 'le' labels from cumulative histogram buckets (+Inf dropped if 0)."""
+    labels: list[str] = []
+    counts: list[float] = []
+    below = 0.0
+    for upper, count in cumulative:
+        if upper == float("inf") and count - below <= 0:
+            break
+        labels.append("+Inf" if upper == float("inf") else f"{upper:g}")
+        counts.append(max(0.0, count - below))
+        below = count
+    return labels, counts

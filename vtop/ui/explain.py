@@ -1,0 +1,52 @@
+"""Long-form text for the help, explain and diagnosis screens (pure)."""
+
+from __future__ import annotations
+
+from vtop.core.diagnose import Diagnosis
+from vtop.core.engine import Finding
+from vtop.core.session import TargetView
+from vtop.report import finding_lines, text_report
+
+HELP = """\
+Keys
+  q          quit (a server vtop started keeps running)
+  p          pause / resume the display (polling continues, nothing is lost)
+  + / -      poll faster / slower
+  1 ... 9    show or hide a panel:
+             1 requests  2 KV cache  3 preemptions  4 TTFT histogram  5 TTFT over time
+             6 throughput  7 latency (ITL, queue, prefill)  8 prefix cache  9 GPUs
+  d          full diagnosis of the selected endpoint (as `vtop diagnose` prints it)
+  e / Enter  explain the highlighted finding: evidence, flag change, why, expected effect
+  tab        move between the findings list and the charts
+  / ctrl+p   command palette
+  ?          this help
+
+Charts plot seconds relative to now. Vertical lines mark events: restarts, preemption
+bursts, KV saturation, applied changes. The horizontal line on Requests is max-num-seqs.
+
+Triage order: queue -> memory -> compute. The primary finding is the root cause to act on
+first; symptoms it explains are listed under it, not as separate alarms. A rule that needs a
+value vtop does not know is listed under "not checked" in the diagnosis (d), with the option
+that would let it run (--vllm-args, --vllm-log).
+"""
+
+
+def explain(finding: Finding) -> str:
+    """Everything vtop knows about one finding."""
+    rule = finding.rule
+    lines = finding_lines(finding)
+    lines += ["", f"rule: {rule.path}:{rule.line}", f"expression: {rule.expr_text}"]
+    if rule.source:
+        lines.append(f"source: {rule.source}")
+    since = f"holding since t={finding.since:.0f}"
+    return "\n".join([*lines, since])
+
+
+def diagnosis_text(view: TargetView, window: float, events: list[str]) -> str:
+    """The `vtop diagnose` report for the session's current state of a target."""
+    if view.triage is None:
+        return f"No diagnosis for {view.target} yet: no successful scrape."
+    now = view.last_timestamp or 0.0
+    diagnosis = Diagnosis(view.target, now, window, view.triage, view.config, view.summary)
+    diagnosis.events = events
+    return text_report(diagnosis)

@@ -1,0 +1,1 @@
+"""Dashboard screens (help, explanation, full diagnosis)."""

@@ -1,0 +1,44 @@
+"""A modal screen that shows a block of text (help, explanation, full diagnosis)."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+
+class TextScreen(ModalScreen[None]):
+    """Scrollable text; Esc, q or the key that opened it closes it."""
+
+    DEFAULT_CSS = """
+    TextScreen { align: center middle; }
+    TextScreen > VerticalScroll {
+        width: 90%; height: 90%; border: round $accent; background: $surface; padding: 0 1;
+    }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,q", "dismiss", "close"),
+        Binding("j,down", "scroll(1)", "down", show=False),
+        Binding("k,up", "scroll(-1)", "up", show=False),
+    ]
+
+    def __init__(self, title: str, body: str | Text) -> None:
+        super().__init__()
+        self.title_text = title
+        self.body = body
+
+    def compose(self) -> ComposeResult:
+        scroll = VerticalScroll()
+        scroll.border_title = self.title_text
+        scroll.border_subtitle = "Esc to close"
+        with scroll:
+            yield Static(self.body, id="text-body")
+
+    def action_scroll(self, lines: int) -> None:
+        """Scroll the text."""
+        self.query_one(VerticalScroll).scroll_relative(y=lines, animate=False)

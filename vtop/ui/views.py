@@ -1,0 +1,164 @@
+"""From session state to what each widget shows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from vtop.core.feeds import LiveFeed, ReplayFeed
+from vtop.core.histogram import quantile
+from vtop.core.session import Session, TargetView
+from vtop.core.summary import TTFT
+from vtop.ui.chart_data import bucket_counts, line_points, mark_offsets
+from vtop.ui.format import clock_time, duration, number, seconds, target_state
+from vtop.ui.widgets.time_chart import TimeChart
+from vtop.ui.widgets.ttft_histogram import TtftHistogram
+
+if TYPE_CHECKING:
+    from vtop.ui.app import VtopApp
+
+
+def _label_values(view: TargetView, key: str) -> list[str]:
+    """Distinct values of a label on the target's running-requests series."""
+    scrape = view.last_scrape
+    if scrape is None:
+        return []
+    found = {
+        s.series.label(key) for s in scrape.samples if s.series.name == "vllm:num_requests_running"
+    }
+    return sorted(value for value in found if value is not None)
+
+
+def last_restart(session: Session, target: str) -> float | None:
+    """When the target last restarted (None if not seen)."""
+    times = [m.timestamp for m in session.marks if m.kind == "restart" and m.target == target]
+    return max(times, default=None)
+
+
+def uptime(session: Session, view: TargetView, now: float) -> float | None:
+    """Seconds since the vLLM process started."""
+    started = session.store.latest_by("process_start_time_seconds", now, {"instance": view.target})
+    values = list(started.values())
+    return now - values[0] if values else None
+
+
+def header_text(app: VtopApp, now: float) -> str:
+    """Endpoint, model, version, engines, uptime, state, sample age, mode."""
+    session, view = app.session, app.view
+    mode = _mode(app, now)
+    if view is None:
+        return f" vtop  {', '.join(app.settings.urls)}  connecting  {mode}"
+    models = ",".join(Path(m).name or m for m in _label_values(view, "model_name")) or "?"
+    engines = len(_label_values(view, "engine")) or 1
+    version = view.config.facts.version or "?"
+    state = target_state(view, now, last_restart(session, view.target))
+    age = app.clock() - view.last_timestamp if view.last_timestamp is not None else None
+    position = ""
+    if len(session.targets) > 1:
+        position = f" [{app.target_index % len(session.targets) + 1}/{len(session.targets)}]"
+    tail = mode if isinstance(app.feed, ReplayFeed) else f"age {seconds(age)}  {mode}"
+    return (
+        f" {view.target}{position}  {models}  vLLM {version}  engines {engines}"
+        f"  up {duration(uptime(session, view, now))}  {state.upper()}  {tail}"
+    )
+
+
+def _mode(app: VtopApp, now: float) -> str:
+    """Interval and pause for live data; position and speed for a replay."""
+    paused = "  PAUSED" if app.paused else ""
+    if isinstance(app.feed, ReplayFeed):
+        speed = "max" if app.feed.speed <= 0 else f"x{app.feed.speed:g}"
+        end = "  END" if app.feed.finished else ""
+        return f"replay {clock_time(now)} {speed}{paused}{end}"
+    return f"every {app.interval:g}s{paused}"
+
+
+def banner_text(app: VtopApp, now: float) -> str | None:
+    """What is wrong with the data, or None."""
+    view = app.view
+    if view is None or view.last_scrape is None:
+        return None
+    scrape = view.last_scrape
+    if not scrape.ok:
+        last_ok = app.session.store.target_last_ok(view.target)
+        since = f"last data {duration(now - last_ok)} ago" if last_ok else "no data yet"
+        retry = ""
+        if isinstance(app.feed, LiveFeed):
+            retry = f"; retrying in {app.feed.backoff.waiting(app.clock()):.0f}s"
+        return f" {view.target} {scrape.status.value}: {scrape.error} ({since}{retry})"
+    if scrape.parse_errors:
+        first = scrape.parse_errors[0]
+        return f" {len(scrape.parse_errors)} malformed /metrics line(s) skipped, e.g. {first}"
+    return None
+
+
+def no_finding(view: TargetView | None) -> str:
+    """What the findings panel says when it is empty."""
+    if view is None or view.triage is None:
+        return "No data yet."
+    unchecked = len(view.triage.unchecked)
+    extra = f" ({unchecked} rules not checked: press d)" if unchecked else ""
+    return f"No finding: nothing to act on.{extra}"
+
+
+def draw_charts(app: VtopApp, view: TargetView, now: float) -> None:
+    """Redraw every visible chart."""
+    first = view.history[0][0] if view.history else now
+    span = max(min(app.settings.history_s, now - first), app.interval)
+    marks = mark_offsets(app.session.marks, view.target, now, span)
+    for chart in app.query(TimeChart):
+        if chart.display:
+            spec = chart.spec
+            lines = [line_points(view.history, line, now, span) for line in spec.lines]
+            limit = view.config.number(spec.limit) if spec.limit else None
+            chart.show(lines, span, chart_title(spec.title, view), limit, marks)
+    histogram = app.query_one(TtftHistogram)
+    if histogram.display:
+        draw_histogram(histogram, app.session, view, now, app.settings.window_s)
+
+
+def chart_title(title: str, view: TargetView) -> str:
+    """Chart title with the current figure(s) and context."""
+    summary = view.summary
+    if summary is None:
+        return title
+    if title.startswith("Requests"):
+        limit = view.config.number("max_num_seqs")
+        cap = f" of max {limit:.0f}" if limit is not None else ""
+        return (
+            f"Requests: {number(summary.running)} running{cap}, {number(summary.waiting)} waiting"
+        )
+    if title.startswith("KV"):
+        tokens = view.config.number("kv_capacity_tokens")
+        capacity = f" of {tokens:,.0f} tokens" if tokens is not None else ""
+        usage = number(None if summary.kv_usage is None else summary.kv_usage * 100)
+        return f"KV cache: {usage}%{capacity}"
+    if title.startswith("Preemptions"):
+        return f"Preemptions/s: {number(summary.preemptions_per_s, '{:.2f}')}"
+    return title
+
+
+def draw_histogram(
+    histogram: TtftHistogram, session: Session, view: TargetView, now: float, window: float
+) -> None:
+    """TTFT buckets filled during the window, p50/p90/p99 marked."""
+    buckets = session.store.histogram_buckets(TTFT, now, window, {"instance": view.target})
+    cumulative = buckets.get((), [])
+    labels, counts = bucket_counts(cumulative)
+    marked: list[int] = []
+    figures = []
+    for q in (0.5, 0.9, 0.99):
+        value = quantile(q, cumulative) if cumulative else None
+        figures.append(f"p{q * 100:g} {seconds(value)}")
+        if value is not None:
+            marked.append(_bucket_index(cumulative, value, len(labels)))
+    title = f"TTFT {window:g}s: {' '.join(figures)}"
+    histogram.show(labels, counts, marked, title)
+
+
+def _bucket_index(cumulative: list[tuple[float, float]], value: float, count: int) -> int:
+    """Index of the bucket that holds `value`."""
+    for index, (upper, _) in enumerate(cumulative):
+        if value <= upper:
+            return min(index, count - 1)
+    return count - 1
