@@ -65,11 +65,11 @@ def test_storm_frames_give_a_critical_primary_with_a_flag_diff() -> None:
     assert diagnosis.exit_code == 2 and diagnosis.verdict == "critical"
     text = text_report(diagnosis)
     assert "PRIMARY" in text and "M1 preemption storm" in text
-    assert "  - --max-num-seqs 16" in text and "  + --max-num-seqs 2" in text
+    assert "  - --max-num-seqs 16" in text and "  + --max-num-seqs 1" in text
     report = json_report(diagnosis)
     assert report["schema"] == "vtop.diagnose/1"
     assert report["primary"]["id"] == "M1"
-    assert report["primary"]["changes"][0]["argument"] == "--max-num-seqs 2"
+    assert report["primary"]["changes"][0]["argument"] == "--max-num-seqs 1"
     assert "Q1" in [s["id"] for s in report["primary"]["symptoms"]]
     json.dumps(report)
 
@@ -80,7 +80,7 @@ def test_unknown_settings_are_reported_with_the_option_that_fixes_it() -> None:
     primary = diagnosis.triage.primary
     assert primary is not None and primary.rule.id == "M1"
     change = next(c for c in primary.changes if c.flag == "--max-num-seqs")
-    assert change.current is None and change.proposed == 2.0  # capacity is known, MNS is not
+    assert change.current is None and change.proposed == 1.0  # capacity is known, MNS is not
     unchecked = {u.rule.id: u.how for u in diagnosis.triage.unchecked}
     assert "--max-num-seqs" in unchecked["Q2"] and "--vllm-args" in unchecked["Q2"]
     assert "NOT CHECKED" in text_report(diagnosis)
@@ -163,7 +163,8 @@ def test_kv_formula_reproduces_the_seed_example() -> None:
     assert capacity // 4096 == 32
     assert bytes_per_token(shape, "fp8") == 81_920
     assert bytes_per_token(shape, tp=16) == 40 * 1 * 128 * 2 * 2  # TP beyond KV heads replicates
-    assert max_num_seqs_for(1024, 96, 300) == 2
+    assert max_num_seqs_for(1024, 96, 300) == 2  # 63 usable 16-token blocks, 25 per request
+    assert max_num_seqs_for(1024, 96, 300, block_size=128) == 1  # 7 usable blocks, 4 per request
 
 
 def test_kv_shape_from_configs() -> None:

@@ -139,4 +139,4 @@ def test_cli_diagnoses_a_recording(tmp_path: Path) -> None:
         timeout=60,
     )
     assert out.returncode == 2, out.stderr
-    assert "M1 preemption storm" in out.stdout and "+ --max-num-seqs 2" in out.stdout
+    assert "M1 preemption storm" in out.stdout and "+ --max-num-seqs 1" in out.stdout

@@ -74,7 +74,7 @@ def kv_main(argv: list[str]) -> int:
     if args.seq_len:
         fits = concurrency(capacity, args.seq_len)
         print(f"concurrency at {args.seq_len:,} tokens per request: {fits:.1f}")
-        suggested = max_num_seqs_for(capacity, args.seq_len, 0)
+        suggested = max_num_seqs_for(capacity, args.seq_len, 0, args.block_size)
         print(f"--max-num-seqs with 10% headroom: {suggested}")
     if shape.sliding_window:
         print("note: sliding-window layers keep fewer blocks; trust vLLM's logged KV size")

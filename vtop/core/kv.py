@@ -105,6 +105,13 @@ def concurrency(capacity: int, tokens_per_request: int) -> float:
     return capacity / tokens_per_request if tokens_per_request > 0 else math.inf
 
 
-def max_num_seqs_for(capacity: float, prompt_tokens: float, output_tokens: float) -> int:
-    """floor(0.9 x capacity / (prompt + output)): a max-num-seqs that leaves 10% headroom."""
-    return max(1, math.floor(0.9 * capacity / (prompt_tokens + output_tokens)))
+def max_num_seqs_for(
+    capacity: float, prompt_tokens: float, output_tokens: float, block_size: int = 16
+) -> int:
+    """Sequences that 90% of the usable KV blocks hold, each request taking whole blocks.
+
+    One block is vLLM's reserved null block; this matters when blocks are few or large.
+    """
+    usable_blocks = math.floor(capacity / block_size) - 1
+    blocks_per_request = math.ceil((prompt_tokens + output_tokens) / block_size)
+    return max(1, math.floor(0.9 * usable_blocks / blocks_per_request))
