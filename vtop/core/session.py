@@ -13,12 +13,14 @@ from dataclasses import dataclass, field
 
 from vtop.core.effective_config import DiagnoseOptions, server_config
 from vtop.core.engine import Engine, Finding, Triage
-from vtop.core.frame import Event, Frame, GpuSnapshot, TargetScrape
+from vtop.core.frame import Frame, GpuSnapshot, ScrapeStatus, TargetScrape
 from vtop.core.rules import Rule
 from vtop.core.server_config import ServerConfig
 from vtop.core.store import Store
 from vtop.core.summary import TargetSummary, summarize
 
+SCRAPE_FAILURES = frozenset(status.value.replace(" ", "_") for status in ScrapeStatus)
+"""Event kinds the poller emits for failed scrapes; the session marks status changes instead."""
 STARTUP_LINE = re.compile(r"non-default args:")
 LOG_LINES_KEPT = 5000
 MARKS_KEPT = 500
@@ -80,20 +82,12 @@ class Session:
         self._take_log(frame.log_lines)
         events = [*self.store.ingest(frame), *frame.events]
         for event in events:
-            if self._is_news(event):
+            if event.kind not in SCRAPE_FAILURES:
                 self.marks.append(Mark(event.timestamp, event.kind, event.target, event.message))
         restarted = {event.target for event in events if event.kind == "restart"}
         for scrape in frame.scrapes:
             self._ingest_scrape(scrape, frame, scrape.target in restarted)
         self._log_changed = False
-
-    def _is_news(self, event: Event) -> bool:
-        """False for a scrape failure that only repeats the previous one."""
-        view = self.targets.get(event.target)
-        previous = view.last_scrape if view is not None else None
-        if previous is None or previous.ok:
-            return True
-        return event.kind != previous.status.value.replace(" ", "_")
 
     def _take_log(self, lines: tuple[str, ...]) -> None:
         """Keep log lines; a new startup begins a new startup log."""
@@ -115,6 +109,12 @@ class Session:
         view = self.view(scrape.target)
         view.last_timestamp = frame.timestamp
         if not scrape.ok:
+            previous = view.last_scrape
+            if previous is None or previous.status is not scrape.status:
+                text = f"{scrape.status.value}: {scrape.error}"
+                self.marks.append(
+                    Mark(frame.timestamp, scrape.status.name.lower(), scrape.target, text)
+                )
             view.last_scrape = scrape
             return
         if view.last_scrape is not None and not view.last_scrape.ok:

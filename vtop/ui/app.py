@@ -43,6 +43,10 @@ class VtopApp(App[int]):
 
     CSS_PATH = "vtop.tcss"
     TITLE = "vtop"
+    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [
+        (0, "-narrow"),
+        (NARROW_BELOW, "-wide"),
+    ]
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit", "quit"),
         Binding("p", "pause", "pause"),
@@ -107,9 +111,6 @@ class VtopApp(App[int]):
         self.tick()
         self.refresh_views()
 
-    def on_resize(self) -> None:
-        self.screen.set_class(self.size.width < NARROW_BELOW, "-narrow")
-
     def tick(self) -> None:
         """Ask the feed for frames unless a poll is still running."""
         if not self._polling:
@@ -134,8 +135,9 @@ class VtopApp(App[int]):
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """A failed poll becomes a banner, never a traceback."""
-        if event.state is WorkerState.ERROR:
-            self.query_one(Banner).say(f"polling failed: {event.worker.error!r}; retrying")
+        screen = self.dashboard
+        if event.state is WorkerState.ERROR and screen is not None and screen.is_mounted:
+            screen.query_one(Banner).say(f"polling failed: {event.worker.error!r}; retrying")
 
     @property
     def view(self) -> TargetView | None:
@@ -143,21 +145,30 @@ class VtopApp(App[int]):
         targets = list(self.session.targets.values())
         return targets[self.target_index % len(targets)] if targets else None
 
+    @property
+    def dashboard(self) -> Screen[object] | None:
+        """The screen with the panels (also while a help or explain screen is on top)."""
+        return self.screen_stack[0] if self.screen_stack else None
+
     def refresh_views(self) -> None:
         """Push the session's state into the widgets."""
+        screen = self.dashboard
+        if screen is None or not screen.is_mounted:
+            return
         now = self.session.now if self.session.now is not None else self.clock()
-        self.query_one(Header).update(views.header_text(self, now))
+        screen.query_one(Header).update(views.header_text(self, now))
         if self.paused:
             return
-        self.query_one(Banner).say(views.banner_text(self, now))
+        screen.query_one(Banner).say(views.banner_text(self, now))
         self.refreshes += 1
         view = self.view
         full = not self.settings.low_redraw or self.refreshes % LOW_REDRAW_EVERY == 1
         if view is not None and full:
-            views.draw_charts(self, view, now)
-        self.query_one(FindingsPanel).show(view.triage if view else None, views.no_finding(view))
-        self.query_one(GpuPanel).show(self.session.gpu, self.vllm_pids)
-        self.query_one(EventLog).show(self.session.marks)
+            views.draw_charts(self, screen, view, now)
+        findings = screen.query_one(FindingsPanel)
+        findings.show(view.triage if view else None, views.no_finding(view))
+        screen.query_one(GpuPanel).show(self.session.gpu, self.vllm_pids)
+        screen.query_one(EventLog).show(self.session.marks)
 
     def action_pause(self) -> None:
         """Freeze the display (live) or the playback (replay)."""
@@ -196,7 +207,7 @@ class VtopApp(App[int]):
 
     def action_explain(self) -> None:
         """The highlighted finding in full."""
-        finding = self.query_one(FindingsPanel).selected
+        finding = self.query_one(FindingsPanel).selected if self.dashboard is self.screen else None
         if finding is None:
             self.notify("no finding to explain", timeout=2)
             return

@@ -15,6 +15,8 @@ from vtop.ui.widgets.time_chart import TimeChart
 from vtop.ui.widgets.ttft_histogram import TtftHistogram
 
 if TYPE_CHECKING:
+    from textual.screen import Screen
+
     from vtop.ui.app import VtopApp
 
 
@@ -101,18 +103,18 @@ def no_finding(view: TargetView | None) -> str:
     return f"No finding: nothing to act on.{extra}"
 
 
-def draw_charts(app: VtopApp, view: TargetView, now: float) -> None:
+def draw_charts(app: VtopApp, screen: Screen[object], view: TargetView, now: float) -> None:
     """Redraw every visible chart."""
     first = view.history[0][0] if view.history else now
     span = max(min(app.settings.history_s, now - first), app.interval)
     marks = mark_offsets(app.session.marks, view.target, now, span)
-    for chart in app.query(TimeChart):
+    for chart in screen.query(TimeChart):
         if chart.display:
             spec = chart.spec
             lines = [line_points(view.history, line, now, span) for line in spec.lines]
             limit = view.config.number(spec.limit) if spec.limit else None
             chart.show(lines, span, chart_title(spec.title, view), limit, marks)
-    histogram = app.query_one(TtftHistogram)
+    histogram = screen.query_one(TtftHistogram)
     if histogram.display:
         draw_histogram(histogram, app.session, view, now, app.settings.window_s)
 

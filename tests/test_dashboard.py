@@ -1,0 +1,191 @@
+"""The real Textual app driven by its Pilot: live against a real HTTP server, keys, faults."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import pytest
+from textual.command import CommandPalette
+from textual.pilot import Pilot
+
+from tests.fakes.fake_pynvml import FakeGpu, FakeNvml, NVMLError_GpuIsLost
+from tests.http_server import Canned, serving
+from tests.payloads import fixture
+from tests.test_session import storm
+from vtop.core.feeds import LiveFeed, ReplayFeed
+from vtop.core.frame import Frame
+from vtop.core.rules import load_rules
+from vtop.core.settings import Settings
+from vtop.core.sources.nvml import NvmlSource
+from vtop.core.sources.vllm_http import ScrapeOptions, VllmHttpSource
+from vtop.ui.app import VtopApp
+from vtop.ui.screens.text_screen import TextScreen
+from vtop.ui.widgets.banner import Banner
+from vtop.ui.widgets.findings import FindingsPanel
+from vtop.ui.widgets.header import Header
+
+
+def live_app(url: str, nvml: NvmlSource | None = None, interval: float = 0.2) -> VtopApp:
+    """The dashboard polling one real local endpoint."""
+    settings = Settings(urls=(url,), interval_s=interval, timeout_s=2)
+    source = VllmHttpSource(url, ScrapeOptions(timeout_s=2))
+    return VtopApp(settings, LiveFeed([source], nvml, interval), load_rules())
+
+
+def replay_app(frames: list[Frame]) -> VtopApp:
+    """The dashboard on frames given at once."""
+    clock = frames[-1].timestamp
+    return VtopApp(Settings(), ReplayFeed(frames, speed=0), load_rules(), clock=lambda: clock)
+
+
+async def wait_for(pilot: Pilot[int], condition: Callable[[], bool], timeout: float = 15) -> None:
+    """Let the app run until `condition` holds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached"
+        await pilot.pause(0.05)
+
+
+def header(app: VtopApp) -> str:
+    return str(app.query_one(Header).render())
+
+
+def banner(app: VtopApp) -> str | None:
+    widget = app.query_one(Banner)
+    return str(widget.render()) if widget.has_class("-shown") else None
+
+
+async def test_live_endpoint_shows_state_model_and_gpus() -> None:
+    canned = Canned(fixture("underload"))
+    with serving(canned) as url:
+        app = live_app(url, NvmlSource(FakeNvml([FakeGpu()])))
+        async with app.run_test(size=(160, 48)) as pilot:
+            await wait_for(pilot, lambda: "LIVE" in header(app))
+            assert url in header(app) and "vLLM" in header(app) and "engines 1" in header(app)
+            assert app.session.gpu is not None and app.session.gpu.gpus[0].name == "NVIDIA H200"
+            assert banner(app) is None
+            await app.feed.close()
+
+
+async def test_unreachable_endpoint_shows_a_banner_and_recovers() -> None:
+    canned = Canned(fixture("underload"))
+    with serving(canned) as url:
+        app = live_app(url)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_for(pilot, lambda: "LIVE" in header(app))
+            canned.status = 503
+            await wait_for(pilot, lambda: "http error" in (banner(app) or ""))
+            assert "retrying in" in (banner(app) or "") and "HTTP ERROR" in header(app)
+            canned.status = 200
+            await wait_for(pilot, lambda: banner(app) is None, timeout=20)
+            assert [m.kind for m in app.session.marks].count("recovered") == 1
+            await app.feed.close()
+
+
+async def test_refused_connection_is_unreachable_not_a_crash() -> None:
+    with serving(Canned(fixture("underload"))) as url:
+        pass
+    app = live_app(url)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: "unreachable" in (banner(app) or ""))
+        assert "no data yet" in (banner(app) or "")
+        await app.feed.close()
+
+
+async def test_malformed_lines_are_reported_and_the_rest_is_kept() -> None:
+    canned = Canned(fixture("underload") + "vllm:broken{engine= 1\n")
+    with serving(canned) as url:
+        app = live_app(url)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_for(pilot, lambda: banner(app) is not None)
+            assert "1 malformed /metrics line(s) skipped" in (banner(app) or "")
+            assert "LIVE" in header(app)
+            await app.feed.close()
+
+
+async def test_restart_is_shown_and_charts_continue() -> None:
+    canned = Canned(fixture("after"))
+    with serving(canned) as url:
+        app = live_app(url)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_for(pilot, lambda: "LIVE" in header(app))
+            restarted = fixture("idle").replace(
+                "process_start_time_seconds 1", "process_start_time_seconds 2"
+            )
+            canned.body = restarted
+            await wait_for(pilot, lambda: "counter_reset" in [m.kind for m in app.session.marks])
+            view = app.view
+            assert view is not None and len(view.history) >= 2
+            await app.feed.close()
+
+
+async def test_nvml_failing_mid_run_is_shown_in_the_gpu_panel() -> None:
+    gpu = FakeGpu()
+    with serving(Canned(fixture("underload"))) as url:
+        app = live_app(url, NvmlSource(FakeNvml([gpu])))
+        async with app.run_test(size=(160, 48)) as pilot:
+            await wait_for(pilot, lambda: app.session.gpu is not None)
+            gpu.temperature = NVMLError_GpuIsLost
+            gpu.util = NVMLError_GpuIsLost
+            await wait_for(pilot, lambda: bool(app.session.gpu and app.session.gpu.gpus[0].errors))
+            assert "LIVE" in header(app)
+            await app.feed.close()
+
+
+async def test_keys_help_pause_interval_panels_and_palette() -> None:
+    app = replay_app([storm(t) for t in range(20)])
+    async with app.run_test(size=(160, 48)) as pilot:
+        await wait_for(pilot, lambda: app.view is not None and app.view.triage is not None)
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, TextScreen)
+        await pilot.press("escape")
+        assert not isinstance(app.screen, TextScreen)
+        await pilot.press("p")
+        assert app.paused and "PAUSED" in header(app) and isinstance(app.feed, ReplayFeed)
+        assert app.feed.paused
+        await pilot.press("p", "minus", "minus")
+        assert not app.paused and app.interval == 5.0
+        await pilot.press("plus")
+        assert app.interval == 2.0
+        await pilot.press("1", "9")
+        assert not app.query_one("#chart-requests").display and not app.query_one("#gpu").display
+        await pilot.press("1")
+        assert app.query_one("#chart-requests").display
+        await pilot.press("slash")
+        assert isinstance(app.screen, CommandPalette)
+        await pilot.press("escape")
+
+
+async def test_findings_explain_and_diagnosis_screens() -> None:
+    app = replay_app([storm(t) for t in range(20)])
+    async with app.run_test(size=(160, 48)) as pilot:
+        await wait_for(pilot, lambda: bool(app.query_one(FindingsPanel).findings))
+        panel = app.query_one(FindingsPanel)
+        assert panel.findings[0].rule.id == "M1" and panel.selected is panel.findings[0]
+        await pilot.press("e")
+        assert isinstance(app.screen, TextScreen) and app.screen.title_text.startswith("M1")
+        assert "rules/memory.yaml" in str(app.screen.body) or "memory.yaml" in str(app.screen.body)
+        await pilot.press("escape", "d")
+        assert isinstance(app.screen, TextScreen) and "VERDICT: CRITICAL" in str(app.screen.body)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (60, 20), (200, 60), (20, 6)])
+async def test_any_terminal_size_renders_and_resizes(size: tuple[int, int]) -> None:
+    app = replay_app([storm(t) for t in range(20)])
+    async with app.run_test(size=size) as pilot:
+        await wait_for(pilot, lambda: app.view is not None)
+        assert app.screen.has_class("-narrow") == (size[0] < 110)
+        await pilot.resize_terminal(130, 40)
+        await pilot.pause(0.1)
+        assert not app.screen.has_class("-narrow")
+        await pilot.resize_terminal(*size)
+        await pilot.pause(0.1)
+
+
+async def test_no_color_is_honoured(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NO_COLOR", "1")
+    app = replay_app([storm(t) for t in range(5)])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause(0.1)
+        assert app.no_color

@@ -1,0 +1,79 @@
+"""The session: findings and marks over time, log-derived config, replay equals live."""
+
+from __future__ import annotations
+
+from tests.frames import down_frame, frame, frame_from_text
+from tests.test_diagnose import CACHE_LABELS, STORM_TICK
+from vtop.core.effective_config import DiagnoseOptions
+from vtop.core.frame import Frame
+from vtop.core.rules import load_rules
+from vtop.core.session import Session
+
+LOG = (
+    "INFO 11-29 06:48:42 [api_utils.py:286] non-default args: "
+    "{'model': './model', 'max_num_seqs': %d, 'block_size': 128}"
+)
+
+
+def storm(t: int, start: int = 0) -> Frame:
+    """A preemption-storm scrape at second t (counters since `start`)."""
+    n = t - start
+    text = STORM_TICK.format(
+        p=3 * n, g=300 * n, n=n, ps=96 * n, gs=300 * n, cache_labels=CACHE_LABELS
+    )
+    return frame_from_text(float(t), text)
+
+
+def kinds(session: Session) -> list[str]:
+    return [mark.kind for mark in session.marks]
+
+
+def test_storm_gives_findings_marks_and_history() -> None:
+    session = Session(load_rules(), DiagnoseOptions())
+    for t in range(20):
+        session.ingest(storm(t))
+    view = session.targets["http://127.0.0.1:8000"]
+    assert view.triage is not None and view.triage.primary is not None
+    assert view.triage.primary.rule.id == "M1"
+    assert len(view.history) == 20 and view.summary is not None
+    assert kinds(session).count("preemptions") == 1  # one burst, not one mark per tick
+    assert kinds(session).count("kv") == 1
+    assert any(m.kind == "finding" and m.text.startswith("M1") for m in session.marks)
+
+
+def test_outage_is_marked_once_and_recovery_once() -> None:
+    session = Session(load_rules(), DiagnoseOptions())
+    session.ingest(storm(0))
+    for t in range(1, 6):
+        session.ingest(down_frame(float(t)))
+    session.ingest(storm(6))
+    assert kinds(session).count("unreachable") == 1
+    assert kinds(session).count("recovered") == 1
+
+
+def test_log_lines_in_frames_set_the_config_and_a_new_startup_replaces_it() -> None:
+    session = Session(load_rules(), DiagnoseOptions())
+    first = storm(0)
+    session.ingest(Frame(first.timestamp, first.scrapes, log_lines=(LOG % 16,)))
+    view = session.targets["http://127.0.0.1:8000"]
+    assert view.config.number("max_num_seqs") == 16
+    again = storm(1)
+    session.ingest(Frame(again.timestamp, again.scrapes, log_lines=("noise", LOG % 1)))
+    assert view.config.number("max_num_seqs") == 1
+    assert session.startup_log[0].endswith("'block_size': 128}")
+
+
+def test_restart_is_marked_and_findings_clear() -> None:
+    session = Session(load_rules(), DiagnoseOptions())
+    for t in range(20):
+        session.ingest(storm(t))
+    quiet = {"vllm:num_requests_running": "gauge", "process_start_time_seconds": "gauge"}
+    for t in range(20, 100):
+        session.ingest(
+            frame(
+                float(t), quiet, {"vllm:num_requests_running": 0, "process_start_time_seconds": 99}
+            )
+        )
+    assert "cleared" in kinds(session)
+    view = session.targets["http://127.0.0.1:8000"]
+    assert view.triage is not None and all(f.rule.id != "M1" for f in view.triage.findings)
