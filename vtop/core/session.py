@@ -48,6 +48,7 @@ class TargetView:
     config: ServerConfig = field(default_factory=ServerConfig)
     triage: Triage | None = None
     last_scrape: TargetScrape | None = None
+    last_ok_scrape: TargetScrape | None = None
     last_timestamp: float | None = None
 
     @property
@@ -123,7 +124,7 @@ class Session:
             )
         if restarted or self._log_changed or view.last_scrape is None or not view.last_scrape.ok:
             view.config = server_config(scrape, frame.gpu or self.gpu, self._options())
-        view.last_scrape = scrape
+        view.last_scrape = view.last_ok_scrape = scrape
         now = frame.timestamp
         summary = summarize(self.store, scrape.target, now, self.options.window_s)
         self._mark_changes(view, summary, now)

@@ -18,7 +18,7 @@ from textual.worker import Worker, WorkerState
 from vtop.core.effective_config import DiagnoseOptions
 from vtop.core.feeds import Feed, LiveFeed, ReplayFeed
 from vtop.core.rules import Rule
-from vtop.core.session import Session, TargetView
+from vtop.core.session import Session, TargetView, short_key
 from vtop.core.settings import PANELS, Settings
 from vtop.ui import views
 from vtop.ui.chart_data import CHARTS
@@ -43,7 +43,7 @@ class VtopApp(App[int]):
 
     CSS_PATH = "vtop.tcss"
     TITLE = "vtop"
-    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [
+    HORIZONTAL_BREAKPOINTS: list[tuple[int, str]] | None = [  # noqa: RUF012 (typed as in App)
         (0, "-narrow"),
         (NARROW_BELOW, "-wide"),
     ]
@@ -107,6 +107,9 @@ class VtopApp(App[int]):
     def on_mount(self) -> None:
         for panel in self.settings.hidden_panels:
             self.action_toggle_panel(panel)
+
+    def on_ready(self) -> None:
+        """Start polling once the dashboard is on screen."""
         self._timer = self.set_interval(self.interval, self.tick)
         self.tick()
         self.refresh_views()
@@ -211,7 +214,9 @@ class VtopApp(App[int]):
         if finding is None:
             self.notify("no finding to explain", timeout=2)
             return
-        self.push_screen(TextScreen(f"{finding.key}: {finding.rule.title}", explain(finding)))
+        self.push_screen(
+            TextScreen(f"{short_key(finding)}: {finding.rule.title}", explain(finding))
+        )
 
     @on(OptionList.OptionSelected, "#findings")
     def explain_selected(self) -> None:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from vtop.core.diagnose import Diagnosis
 from vtop.core.engine import Finding
+from vtop.core.rules import PACKAGED
 from vtop.core.session import TargetView
 from vtop.report import finding_lines, text_report
 
@@ -31,11 +34,17 @@ that would let it run (--vllm-args, --vllm-log).
 """
 
 
+def rule_location(path: str) -> str:
+    """A packaged rule file as rules/NAME (where vtop is installed does not matter)."""
+    file = Path(path)
+    return f"rules/{file.name}" if file.parent == PACKAGED else path
+
+
 def explain(finding: Finding) -> str:
     """Everything vtop knows about one finding."""
     rule = finding.rule
     lines = finding_lines(finding)
-    lines += ["", f"rule: {rule.path}:{rule.line}", f"expression: {rule.expr_text}"]
+    lines += ["", f"rule: {rule_location(rule.path)}:{rule.line}", f"expression: {rule.expr_text}"]
     if rule.source:
         lines.append(f"source: {rule.source}")
     since = f"holding since t={finding.since:.0f}"

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 def _label_values(view: TargetView, key: str) -> list[str]:
     """Distinct values of a label on the target's running-requests series."""
-    scrape = view.last_scrape
+    scrape = view.last_ok_scrape
     if scrape is None:
         return []
     found = {

@@ -1,0 +1,55 @@
+"""Regenerate screenshots/*.svg from the real app on the shipped recording of a real vLLM storm.
+
+Run: python -m scripts.screenshots
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+
+from tests.test_snapshots import APPLIED, FRAMES, STORM, app_on
+from vtop.core.frame import Frame
+
+OUT = Path(__file__).resolve().parents[1] / "screenshots"
+SHOTS: list[tuple[str, list[Frame], tuple[int, int], tuple[str, ...]]] = [
+    ("storm", STORM, (160, 48), ()),
+    ("storm-80x24", STORM, (80, 24), ()),
+    ("explain", STORM, (120, 40), ("e",)),
+    ("diagnosis", STORM, (120, 40), ("d",)),
+    ("after-fix", FRAMES, (160, 48), ()),
+    ("restart", FRAMES[: APPLIED + 4], (160, 48), ()),
+    ("help", STORM, (100, 32), ("question_mark",)),
+]
+
+
+async def shoot(
+    name: str, frames: list[Frame], size: tuple[int, int], keys: tuple[str, ...]
+) -> None:
+    """Run the app on `frames`, press `keys`, save an SVG."""
+    app = app_on(frames)
+    async with app.run_test(size=size) as pilot:
+        for _ in range(100):
+            await pilot.pause(0.02)
+            if app.session.now == frames[-1].timestamp:
+                break
+        await pilot.pause(0.3)
+        await pilot.press(*keys)
+        await pilot.pause(0.3)
+        app.save_screenshot(f"{name}.svg", str(OUT))
+    print(f"screenshots/{name}.svg")
+
+
+def main() -> None:
+    """All screenshots, clock times in UTC."""
+    os.environ["TZ"] = "UTC"
+    time.tzset()
+    OUT.mkdir(exist_ok=True)
+    for shot in SHOTS:
+        asyncio.run(shoot(*shot))
+
+
+if __name__ == "__main__":
+    main()
