@@ -13,6 +13,7 @@ from tests.fakes.fake_pynvml import FakeGpu, FakeNvml, NVMLError_GpuIsLost
 from tests.http_server import Canned, serving
 from tests.payloads import fixture
 from tests.test_session import storm
+from vtop.core.engine import Finding
 from vtop.core.feeds import LiveFeed, ReplayFeed
 from vtop.core.frame import Frame
 from vtop.core.rules import load_rules
@@ -189,3 +190,33 @@ async def test_no_color_is_honoured(monkeypatch: pytest.MonkeyPatch) -> None:
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause(0.1)
         assert app.no_color
+
+
+async def test_replay_keys_step_jump_and_speed_match_a_fresh_replay() -> None:
+    frames = [storm(t) for t in range(40)]
+    app = VtopApp(Settings(), ReplayFeed(frames, speed=1.0), load_rules(), clock=time.time)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await wait_for(pilot, lambda: app.view is not None)
+        await pilot.press("right_curly_bracket")
+        feed = app.feed
+        assert isinstance(feed, ReplayFeed) and feed.position == 40
+        await pilot.press("left_square_bracket", "left_square_bracket")
+        assert app.paused and feed.position == 38
+        expected = replay_app(frames[:38])
+        async with expected.run_test() as other:
+            await wait_for(other, lambda: expected.session.now == frames[37].timestamp)
+            assert [f.key for f in primary_findings(expected)] == [
+                f.key for f in primary_findings(app)
+            ]
+        await pilot.press("right_square_bracket")
+        assert feed.position == 39 and app.session.now == frames[38].timestamp
+        await pilot.press("s")
+        assert feed.speed == 10.0
+        await pilot.press("s", "s")
+        assert feed.speed == 1.0
+
+
+def primary_findings(app: VtopApp) -> list[Finding]:
+    view = app.view
+    assert view is not None and view.triage is not None
+    return list(view.triage.findings)

@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from tests.frames import down_frame, frame
 from tests.http_server import Canned, serving
 from tests.payloads import fixture
-from vtop.core.feeds import MAX_BACKOFF_S, Backoff, LiveFeed, ReplayFeed
+from vtop.core.feeds import (
+    MAX_BACKOFF_S,
+    REBUILD_S,
+    Backoff,
+    LiveFeed,
+    RecordingFeed,
+    ReplayFeed,
+)
+from vtop.core.recorder import RecordingReader, RecordingWriter
 from vtop.core.sources.vllm_http import ScrapeOptions, VllmHttpSource
 
 GAUGE = {"vllm:num_requests_running": "gauge"}
@@ -62,3 +72,27 @@ async def test_replay_passes_through_outages_and_recording_gaps() -> None:
     assert len(first) == 30 and not first[-1].scrapes[0].ok  # the outage follows at once
     assert [f.timestamp for f in await feed.frames(0.1)] == [30.0]
     assert [f.timestamp for f in await feed.frames(0.7)] == [500.0]  # a 470 s gap is skipped
+
+
+def test_seek_forward_is_incremental_and_backward_rebuilds_a_window() -> None:
+    frames = [frame(float(t), GAUGE, {"vllm:num_requests_running": t}) for t in range(1000)]
+    feed = ReplayFeed(frames)
+    fresh, taken = feed.seek(10)
+    assert not fresh and [f.timestamp for f in taken] == [float(t) for t in range(10)]
+    fresh, taken = feed.seek(5)
+    assert fresh and taken[-1].timestamp == 4.0 and feed.position == 5
+    fresh, taken = feed.seek(900)
+    assert fresh and taken[-1].timestamp == 899.0
+    assert taken[0].timestamp == 899.0 - REBUILD_S
+    assert feed.index_at(99.5) == 100
+
+
+async def test_recording_feed_writes_what_it_passes(tmp_path: Path) -> None:
+    with serving(Canned(fixture("underload"))) as url:
+        live = LiveFeed([VllmHttpSource(url, ScrapeOptions(timeout_s=2))], None, 1.0)
+        feed = RecordingFeed(live, RecordingWriter(tmp_path / "r.vtoprec"))
+        passed = await feed.frames(1.0) + await feed.frames(2.0)
+        await feed.close()
+    recorded = list(RecordingReader(tmp_path / "r.vtoprec"))
+    assert [f.timestamp for f in recorded] == [f.timestamp for f in passed] == [1.0, 2.0]
+    assert recorded[0].scrapes[0].raw_text == passed[0].scrapes[0].raw_text

@@ -37,6 +37,7 @@ def monitor_parser() -> argparse.ArgumentParser:
     parser.add_argument("--plain", action="store_true", help="plain text lines instead of the TUI")
     parser.add_argument("--once", action="store_true", help="plain: take --samples scrapes, exit")
     parser.add_argument("--samples", type=int, default=2, help="scrapes taken with --once")
+    parser.add_argument("--record", metavar="FILE", help="also write every frame to a recording")
     add_view_options(parser)
     add_target_options(parser)
     return parser

@@ -8,9 +8,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from vtop.core.feeds import Feed, LiveFeed, ReplayFeed
+from vtop.core.feeds import Feed, LiveFeed, RecordingFeed, ReplayFeed
 from vtop.core.frame import Frame
-from vtop.core.recorder import RecordingError, RecordingReader
+from vtop.core.recorder import RecordingError, RecordingReader, RecordingWriter
 from vtop.core.rules import PACKAGED, RuleFileError, load_rules
 from vtop.core.settings import PANELS, Settings, SettingsError, load_settings
 from vtop.core.sources.nvml import NvmlSource
@@ -72,7 +72,10 @@ def live_dashboard(args: argparse.Namespace, options: ScrapeOptions) -> int:
         print(f"vtop: {error}", file=sys.stderr)
         return 2
     sources = [VllmHttpSource(url, options) for url in settings.urls]
-    return run_dashboard(settings, LiveFeed(sources, NvmlSource(), settings.interval_s))
+    feed: Feed = LiveFeed(sources, NvmlSource(), settings.interval_s)
+    if args.record:
+        feed = RecordingFeed(feed, RecordingWriter(Path(args.record)))
+    return run_dashboard(settings, feed)
 
 
 def read_frames(path: Path) -> list[Frame] | None:
@@ -95,6 +98,7 @@ def replay_parser(prog: str) -> argparse.ArgumentParser:
     """Arguments of `vtop replay` and `vtop demo`."""
     parser = argparse.ArgumentParser(prog=prog, description="the dashboard on a recording")
     parser.add_argument("--speed", type=float, default=1.0, help="x times real time; 0 = max")
+    parser.add_argument("--seek", type=float, default=0.0, help="start N seconds into it")
     add_view_options(parser)
     return parser
 
@@ -110,7 +114,9 @@ def replay(path: Path, args: argparse.Namespace) -> int:
     except SettingsError as error:
         print(f"vtop: {error}", file=sys.stderr)
         return 2
-    return run_dashboard(settings, ReplayFeed(frames, args.speed))
+    feed = ReplayFeed(frames, args.speed)
+    feed.start_index = feed.index_at(args.seek) if args.seek > 0 else 0
+    return run_dashboard(settings, feed)
 
 
 def replay_main(argv: list[str]) -> int:

@@ -8,12 +8,15 @@ from typing import Protocol
 
 from vtop.core.frame import Frame
 from vtop.core.poller import poll
+from vtop.core.recorder import RecordingWriter
 from vtop.core.sources.nvml import NvmlSource
 from vtop.core.sources.vllm_http import VllmHttpSource
 
 MAX_BACKOFF_S = 30.0
 REPLAY_BATCH = 200
 GAP_S = 10.0
+REBUILD_S = 420.0
+REBUILD_FRAMES = 600
 
 
 class Feed(Protocol):
@@ -72,9 +75,10 @@ class LiveFeed:
 class ReplayFeed:
     """Frames of a recording at their recorded pace times `speed` (0 means as fast as possible)."""
 
-    def __init__(self, frames: Sequence[Frame], speed: float = 1.0) -> None:
+    def __init__(self, frames: Sequence[Frame], speed: float = 1.0, start_index: int = 0) -> None:
         self.recorded = list(frames)
         self.position = 0
+        self.start_index = start_index
         self.speed = speed
         self.paused = False
         self._anchor: tuple[float, float] | None = None
@@ -125,6 +129,27 @@ class ReplayFeed:
         self.position += 1
         return [self.recorded[self.position - 1]]
 
+    def seek(self, index: int) -> tuple[bool, list[Frame]]:
+        """Move to frame `index`: (start a fresh session?, frames to ingest to get there).
+
+        Rules look back at most a few minutes, so a backward or long jump replays only the
+        REBUILD_S before the target into a fresh session instead of the whole recording.
+        """
+        index = max(1, min(index, len(self.recorded)))
+        self._anchor = None
+        if self.position <= index <= self.position + REBUILD_FRAMES:
+            frames, self.position = self.recorded[self.position : index], index
+            return False, frames
+        since = self.recorded[index - 1].timestamp - REBUILD_S
+        start = next(i for i, f in enumerate(self.recorded) if f.timestamp >= since)
+        self.position = index
+        return True, self.recorded[start:index]
+
+    def index_at(self, offset_s: float) -> int:
+        """Frames up to `offset_s` seconds after the recording's start."""
+        first = self.recorded[0].timestamp
+        return sum(1 for f in self.recorded if f.timestamp - first <= offset_s)
+
     async def close(self) -> None:
         """Nothing to release."""
 
@@ -132,3 +157,23 @@ class ReplayFeed:
 def _outage(frame: Frame) -> bool:
     """True when no target answered in this frame."""
     return bool(frame.scrapes) and not any(scrape.ok for scrape in frame.scrapes)
+
+
+class RecordingFeed:
+    """Another feed's frames, each also appended to a recording (`--record FILE`)."""
+
+    def __init__(self, inner: Feed, writer: RecordingWriter) -> None:
+        self.inner = inner
+        self.writer = writer
+
+    async def frames(self, now: float) -> list[Frame]:
+        """The inner feed's frames, written as they pass."""
+        frames = await self.inner.frames(now)
+        for frame in frames:
+            self.writer.write(frame)
+        return frames
+
+    async def close(self) -> None:
+        """Close the inner feed and the recording."""
+        await self.inner.close()
+        self.writer.close()

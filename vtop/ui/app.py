@@ -55,6 +55,11 @@ class VtopApp(App[int]):
         Binding("d", "diagnosis", "diagnosis"),
         Binding("e", "explain", "explain"),
         Binding("t", "next_target", "endpoint", show=False),
+        Binding("right_square_bracket", "step(1)", "step", show=False),
+        Binding("left_square_bracket", "step(-1)", "back", show=False),
+        Binding("right_curly_bracket", "jump(60)", "+60s", show=False),
+        Binding("left_curly_bracket", "jump(-60)", "-60s", show=False),
+        Binding("s", "speed", "speed", show=False),
         Binding("slash", "command_palette", "commands", show=False),
         Binding("question_mark", "help", "help", key_display="?"),
         *[
@@ -80,6 +85,7 @@ class VtopApp(App[int]):
         options = DiagnoseOptions(
             window_s=settings.window_s, vllm_args=settings.vllm_args, vllm_log=log_text
         )
+        self.rules, self.options = rules, options
         self.session = Session(rules, options)
         self.interval = settings.interval_s
         self.paused = False
@@ -109,7 +115,9 @@ class VtopApp(App[int]):
             self.action_toggle_panel(panel)
 
     def on_ready(self) -> None:
-        """Start polling once the dashboard is on screen."""
+        """Start polling once the dashboard is on screen (a replay may start part-way)."""
+        if isinstance(self.feed, ReplayFeed) and self.feed.start_index > 0:
+            self._seek(self.feed, self.feed.start_index)
         self._timer = self.set_interval(self.interval, self.tick)
         self.tick()
         self.refresh_views()
@@ -153,14 +161,14 @@ class VtopApp(App[int]):
         """The screen with the panels (also while a help or explain screen is on top)."""
         return self.screen_stack[0] if self.screen_stack else None
 
-    def refresh_views(self) -> None:
-        """Push the session's state into the widgets."""
+    def refresh_views(self, even_paused: bool = False) -> None:
+        """Push the session's state into the widgets (only the header while paused)."""
         screen = self.dashboard
         if screen is None or not screen.is_mounted:
             return
         now = self.session.now if self.session.now is not None else self.clock()
         screen.query_one(Header).update(views.header_text(self, now))
-        if self.paused:
+        if self.paused and not even_paused:
             return
         screen.query_one(Banner).say(views.banner_text(self, now))
         self.refreshes += 1
@@ -232,6 +240,44 @@ class VtopApp(App[int]):
         events = [f"{m.kind}: {m.text}" for m in self.session.marks if m.target == view.target]
         text = diagnosis_text(view, self.settings.window_s, events)
         self.push_screen(TextScreen(f"diagnosis of {view.target}", text))
+
+    def _replay(self) -> ReplayFeed | None:
+        """The replay feed, or None (with a note) on live data."""
+        if isinstance(self.feed, ReplayFeed):
+            return self.feed
+        self.notify("only when replaying a recording", timeout=2)
+        return None
+
+    def action_step(self, frames: int) -> None:
+        """Pause and move one frame forward or back."""
+        feed = self._replay()
+        if feed is not None:
+            self.paused = feed.paused = True
+            self._seek(feed, feed.position + frames)
+
+    def action_jump(self, seconds: float) -> None:
+        """Move the replay by `seconds` of recorded time."""
+        feed = self._replay()
+        if feed is not None and feed.position > 0:
+            first = feed.recorded[0].timestamp
+            offset = feed.recorded[feed.position - 1].timestamp - first + seconds
+            self._seek(feed, feed.index_at(offset))
+
+    def _seek(self, feed: ReplayFeed, index: int) -> None:
+        """Bring the session to frame `index` of the recording."""
+        fresh, frames = feed.seek(index)
+        if fresh:
+            self.session = Session(self.rules, self.options)
+        for frame in frames:
+            self.session.ingest(frame)
+        self.refresh_views(even_paused=True)
+
+    def action_speed(self) -> None:
+        """Replay speed: x1, x10, as fast as possible."""
+        feed = self._replay()
+        if feed is not None:
+            feed.speed = {1.0: 10.0, 10.0: 0.0}.get(feed.speed, 1.0)
+            self.refresh_views()
 
     def action_next_target(self) -> None:
         """Show the next endpoint."""

@@ -22,7 +22,14 @@ Keys
   e / Enter  explain the highlighted finding: evidence, flag change, why, expected effect
   tab        move between the findings list and the charts
   / ctrl+p   command palette
+  t          next endpoint (when watching several)
   ?          this help
+
+Replay (vtop replay FILE, vtop demo)
+  p          pause / resume playback
+  [ / ]      one frame back / forward (pauses)
+  { / }      60 s back / forward
+  s          speed: x1, x10, as fast as possible
 
 Charts plot seconds relative to now. Vertical lines mark events: restarts, preemption
 bursts, KV saturation, applied changes. The horizontal line on Requests is max-num-seqs.
