@@ -103,6 +103,13 @@ def demo_main(argv: list[str]) -> int:
     return run(argv)
 
 
+def bundle_main(argv: list[str]) -> int:
+    """`vtop bundle`: an incident tarball."""
+    from vtop.bundle_cli import bundle_main as run
+
+    return run(argv)
+
+
 def kv_main(argv: list[str]) -> int:
     """`vtop kv`: KV-cache calculator."""
     from vtop.kv_cli import kv_main as run
@@ -118,6 +125,7 @@ COMMANDS: dict[str, Command] = {
     "record": record_main,
     "replay": replay_main,
     "demo": demo_main,
+    "bundle": bundle_main,
 }
 
 

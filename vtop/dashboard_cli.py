@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from vtop.core.bundle import extract_recording, is_bundle
 from vtop.core.feeds import Feed, LiveFeed, RecordingFeed, ReplayFeed
 from vtop.core.frame import Frame
 from vtop.core.recorder import RecordingError, RecordingReader, RecordingWriter
@@ -78,18 +80,21 @@ def live_dashboard(args: argparse.Namespace, options: ScrapeOptions) -> int:
     return run_dashboard(settings, feed)
 
 
-def read_frames(path: Path) -> list[Frame] | None:
-    """Every complete frame of a recording; problems go to stderr."""
+def read_frames(path: Path, prog: str = "vtop replay") -> list[Frame] | None:
+    """Every complete frame of a recording or bundle; problems go to stderr."""
+    if is_bundle(path):
+        with tempfile.TemporaryDirectory() as scratch:
+            return read_frames(extract_recording(path, Path(scratch)), prog)
     reader = RecordingReader(path)
     try:
         frames = list(reader)
     except (RecordingError, OSError) as error:
-        print(f"vtop replay: {error}", file=sys.stderr)
+        print(f"{prog}: {error}", file=sys.stderr)
         return None
     if reader.problem:
-        print(f"vtop replay: {reader.problem} (replaying what is complete)", file=sys.stderr)
+        print(f"{prog}: {reader.problem} (using every complete frame)", file=sys.stderr)
     if not frames:
-        print(f"vtop replay: {path} holds no complete frame", file=sys.stderr)
+        print(f"{prog}: {path} holds no complete frame", file=sys.stderr)
         return None
     return frames
 

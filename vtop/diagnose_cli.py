@@ -11,6 +11,7 @@ from typing import Any
 
 import yaml
 
+from vtop.core.bundle import is_bundle
 from vtop.core.diagnose import (
     EXIT_UNKNOWN,
     DiagnoseOptions,
@@ -18,7 +19,7 @@ from vtop.core.diagnose import (
     diagnose_frames,
     diagnose_url,
 )
-from vtop.core.recorder import RecordingError, RecordingReader, is_recording
+from vtop.core.recorder import is_recording
 from vtop.core.rule_tests import run_rule_tests
 from vtop.core.rules import PACKAGED, Rule, RuleFileError, load_rules
 from vtop.core.sources.vllm_http import DEFAULT_URL
@@ -69,7 +70,7 @@ def diagnose_main(argv: list[str]) -> int:
         print(f"vtop diagnose: {error}", file=sys.stderr)
         return EXIT_UNKNOWN
     options = DiagnoseOptions(args.window, args.interval, args.vllm_args, log_text, not args.no_gpu)
-    if is_recording(args.url):
+    if is_recording(args.url) or is_bundle(Path(args.url)):
         diagnosis = diagnose_recording(Path(args.url), args.target, rules, options)
         if diagnosis is None:
             return EXIT_UNKNOWN
@@ -83,14 +84,9 @@ def diagnose_recording(
     path: Path, target: str | None, rules: list[Rule], options: DiagnoseOptions
 ) -> Diagnosis | None:
     """Triage a recording with the same code as live data; None when it holds no frame."""
-    reader = RecordingReader(path)
-    try:
-        frames = list(reader)
-    except RecordingError as error:
-        print(f"vtop diagnose: {error}", file=sys.stderr)
-        return None
-    if reader.problem:
-        print(f"vtop diagnose: {reader.problem}", file=sys.stderr)
+    from vtop.dashboard_cli import read_frames
+
+    frames = read_frames(path, "vtop diagnose") or []
     targets = [scrape.target for frame in frames for scrape in frame.scrapes]
     if not targets:
         print(f"vtop diagnose: {path} holds no complete frame", file=sys.stderr)

@@ -24,6 +24,8 @@ SCRAPE_FAILURES = frozenset(status.value.replace(" ", "_") for status in ScrapeS
 STARTUP_LINE = re.compile(r"non-default args:")
 LOG_LINES_KEPT = 5000
 MARKS_KEPT = 500
+FRAMES_KEPT = 600
+"""Recent frames kept for an incident bundle (10 minutes at 1 s)."""
 KV_SATURATED = 0.95
 QUIET_BEFORE_MARK_S = 60.0
 """A burst or saturation is marked again only after this long without one."""
@@ -69,6 +71,7 @@ class Session:
         self.history_points = history_points
         self.targets: dict[str, TargetView] = {}
         self.marks: deque[Mark] = deque(maxlen=MARKS_KEPT)
+        self.recent_frames: deque[Frame] = deque(maxlen=FRAMES_KEPT)
         self.log_lines: deque[str] = deque(maxlen=LOG_LINES_KEPT)
         self.startup_log: list[str] = []
         self.gpu: GpuSnapshot | None = None
@@ -78,6 +81,7 @@ class Session:
     def ingest(self, frame: Frame) -> None:
         """One frame: store, log, config, rules, history and marks."""
         self.now = frame.timestamp
+        self.recent_frames.append(frame)
         if frame.gpu is not None:
             self.gpu = frame.gpu
         self._take_log(frame.log_lines)

@@ -57,6 +57,8 @@ class Settings:
     """The server's launch arguments, when vtop did not start it."""
     vllm_log: str | None = None
     """Path of the server's log, for its startup lines."""
+    bundle_dir: str = "."
+    """Where the dashboard's `b` key writes incident bundles."""
 
 
 ENV_NAMES = {

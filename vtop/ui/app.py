@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import ClassVar
 
 from textual import on
@@ -15,14 +16,17 @@ from textual.timer import Timer
 from textual.widgets import Footer, OptionList
 from textual.worker import Worker, WorkerState
 
+from vtop.core.bundle import BundleContents, write_bundle
 from vtop.core.effective_config import DiagnoseOptions
 from vtop.core.feeds import Feed, LiveFeed, ReplayFeed
+from vtop.core.frame import Frame
 from vtop.core.rules import Rule
 from vtop.core.session import Session, TargetView, short_key
 from vtop.core.settings import PANELS, Settings
+from vtop.report import json_report
 from vtop.ui import views
 from vtop.ui.chart_data import CHARTS
-from vtop.ui.explain import HELP, diagnosis_text, explain
+from vtop.ui.explain import HELP, current_diagnosis, diagnosis_text, explain
 from vtop.ui.messages import FramesReady
 from vtop.ui.screens.text_screen import TextScreen
 from vtop.ui.widgets.banner import Banner
@@ -60,6 +64,7 @@ class VtopApp(App[int]):
         Binding("right_curly_bracket", "jump(60)", "+60s", show=False),
         Binding("left_curly_bracket", "jump(-60)", "-60s", show=False),
         Binding("s", "speed", "speed", show=False),
+        Binding("b", "bundle", "bundle", show=False),
         Binding("slash", "command_palette", "commands", show=False),
         Binding("question_mark", "help", "help", key_display="?"),
         *[
@@ -237,9 +242,34 @@ class VtopApp(App[int]):
         if view is None:
             self.notify("no data yet", timeout=2)
             return
-        events = [f"{m.kind}: {m.text}" for m in self.session.marks if m.target == view.target]
-        text = diagnosis_text(view, self.settings.window_s, events)
+        text = diagnosis_text(view, self.settings.window_s, self._events(view))
         self.push_screen(TextScreen(f"diagnosis of {view.target}", text))
+
+    def _events(self, view: TargetView) -> list[str]:
+        """The event log of one target as report lines."""
+        return [f"{m.kind}: {m.text}" for m in self.session.marks if m.target == view.target]
+
+    def action_bundle(self) -> None:
+        """Write an incident bundle of the recent frames (in a thread: it compresses)."""
+        view = self.view
+        if view is None:
+            self.notify("no data to bundle yet", timeout=2)
+            return
+        diagnosis = current_diagnosis(view, self.settings.window_s, self._events(view))
+        contents = BundleContents(
+            json_report(diagnosis),
+            tuple(self.session.startup_log),
+            self.settings.vllm_args,
+            view.config.facts.version,
+        )
+        path = Path(self.settings.bundle_dir) / time.strftime("vtop-bundle-%Y%m%d-%H%M%S.tar.gz")
+        frames = list(self.session.recent_frames)
+        self.run_worker(lambda: self._write_bundle(path, frames, contents), thread=True)
+
+    def _write_bundle(self, path: Path, frames: list[Frame], contents: BundleContents) -> None:
+        """Worker: write the bundle, then say where it is."""
+        write_bundle(path, frames, contents)
+        self.call_from_thread(self.notify, f"bundle written: {path}", timeout=8)
 
     def _replay(self) -> ReplayFeed | None:
         """The replay feed, or None (with a note) on live data."""

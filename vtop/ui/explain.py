@@ -19,6 +19,7 @@ Keys
              1 requests  2 KV cache  3 preemptions  4 TTFT histogram  5 TTFT over time
              6 throughput  7 latency (ITL, queue, prefill)  8 prefix cache  9 GPUs
   d          full diagnosis of the selected endpoint (as `vtop diagnose` prints it)
+  b          write an incident bundle (last 10 minutes, findings, log tail) to a tarball
   e / Enter  explain the highlighted finding: evidence, flag change, why, expected effect
   tab        move between the findings list and the charts
   / ctrl+p   command palette
@@ -58,11 +59,16 @@ def explain(finding: Finding) -> str:
     return "\n".join([*lines, since])
 
 
-def diagnosis_text(view: TargetView, window: float, events: list[str]) -> str:
-    """The `vtop diagnose` report for the session's current state of a target."""
-    if view.triage is None:
-        return f"No diagnosis for {view.target} yet: no successful scrape."
+def current_diagnosis(view: TargetView, window: float, events: list[str]) -> Diagnosis:
+    """The session's current state of a target as a Diagnosis (as `vtop diagnose` reports)."""
     now = view.last_timestamp or 0.0
     diagnosis = Diagnosis(view.target, now, window, view.triage, view.config, view.summary)
+    if view.triage is None:
+        diagnosis.reason = "no successful scrape yet"
     diagnosis.events = events
-    return text_report(diagnosis)
+    return diagnosis
+
+
+def diagnosis_text(view: TargetView, window: float, events: list[str]) -> str:
+    """The `vtop diagnose` report for the session's current state of a target."""
+    return text_report(current_diagnosis(view, window, events))
