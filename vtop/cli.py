@@ -110,6 +110,18 @@ def bundle_main(argv: list[str]) -> int:
     return run(argv)
 
 
+def _serve_command(name: str) -> Command:
+    """A `vtop serve` family command, imported when used."""
+
+    def run(argv: list[str]) -> int:
+        from vtop import serve_cli
+
+        main_of: Command = getattr(serve_cli, f"{name}_main")
+        return main_of(argv)
+
+    return run
+
+
 def kv_main(argv: list[str]) -> int:
     """`vtop kv`: KV-cache calculator."""
     from vtop.kv_cli import kv_main as run
@@ -126,6 +138,7 @@ COMMANDS: dict[str, Command] = {
     "replay": replay_main,
     "demo": demo_main,
     "bundle": bundle_main,
+    **{name: _serve_command(name) for name in ("serve", "ps", "stop", "attach", "tune")},
 }
 
 

@@ -45,7 +45,7 @@ def view_flags(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def run_dashboard(settings: Settings, feed: Feed) -> int:
+def run_dashboard(settings: Settings, feed: Feed, vllm_pids: frozenset[int] = frozenset()) -> int:
     """Run the Textual app until the user quits."""
     from vtop.ui.app import VtopApp
 
@@ -57,7 +57,7 @@ def run_dashboard(settings: Settings, feed: Feed) -> int:
     except (RuleFileError, OSError) as error:
         print(f"vtop: {error}", file=sys.stderr)
         return 2
-    app = VtopApp(settings, feed, rules, log_text=log_text)
+    app = VtopApp(settings, feed, rules, vllm_pids=vllm_pids, log_text=log_text)
     return app.run() or 0
 
 

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from vtop.core.frame import Frame
+from vtop.core.frame import Event, Frame
 from vtop.core.poller import poll
+from vtop.core.process import ServerState, is_alive, read_log, reap
 from vtop.core.recorder import RecordingWriter
 from vtop.core.sources.nvml import NvmlSource
+from vtop.core.sources.process_log import LogTail
 from vtop.core.sources.vllm_http import VllmHttpSource
+from vtop.core.startup_failures import explain_failure
 
 MAX_BACKOFF_S = 30.0
 REPLAY_BATCH = 200
@@ -49,20 +53,48 @@ class LiveFeed:
     """Polls vLLM endpoints and the GPUs; backs off while every endpoint fails."""
 
     def __init__(
-        self, sources: Sequence[VllmHttpSource], nvml: NvmlSource | None, interval: float
+        self,
+        sources: Sequence[VllmHttpSource],
+        nvml: NvmlSource | None,
+        interval: float,
+        log: LogTail | None = None,
+        server: ServerState | None = None,
     ) -> None:
         self.sources = list(sources)
         self.nvml = nvml
         self.interval = interval
         self.backoff = Backoff()
+        self.log = log
+        self.server = server
+        self._exit_reported = False
 
     async def frames(self, now: float) -> list[Frame]:
-        """One frame, unless backing off."""
-        if self.backoff.waiting(now) > 0:
+        """One frame (with new log lines of a managed server), unless backing off."""
+        lines = self.log.new_lines() if self.log is not None else ()
+        events = self._exit_event(now)
+        if self.backoff.waiting(now) > 0 and not lines and not events:
             return []
         frame = await poll(self.sources, self.nvml, now)
         self.backoff.record(any(s.ok for s in frame.scrapes), now, self.interval)
-        return [frame]
+        return [dataclasses.replace(frame, log_lines=lines, events=frame.events + events)]
+
+    def _exit_event(self, now: float) -> tuple[Event, ...]:
+        """An event, once, when the managed server's process is gone."""
+        reap()
+        if self.server is None or self._exit_reported or is_alive(self.server):
+            return ()
+        self._exit_reported = True
+        log, _ = read_log(self.server)
+        failure = explain_failure(log)
+        why = f"{failure.explanation} (log line {failure.line_number})" if failure else ""
+        message = f"vLLM (pid {self.server.pid}) exited. {why}".strip()
+        return (Event(now, "exited", self.server.url, message),)
+
+    def follow(self, server: ServerState) -> None:
+        """Watch a restarted server (same URL and log, new pid)."""
+        self.server, self._exit_reported = server, False
+        if self.log is not None:
+            self.log.follow(server)
 
     async def close(self) -> None:
         """Close HTTP clients and NVML."""

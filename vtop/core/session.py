@@ -75,6 +75,8 @@ class Session:
         self.log_lines: deque[str] = deque(maxlen=LOG_LINES_KEPT)
         self.startup_log: list[str] = []
         self.gpu: GpuSnapshot | None = None
+        self.exited: dict[str, Mark] = {}
+        """Managed servers whose process exited, by target (until they answer again)."""
         self.now: float | None = None
         self._log_changed = False
 
@@ -88,7 +90,10 @@ class Session:
         events = [*self.store.ingest(frame), *frame.events]
         for event in events:
             if event.kind not in SCRAPE_FAILURES:
-                self.marks.append(Mark(event.timestamp, event.kind, event.target, event.message))
+                mark = Mark(event.timestamp, event.kind, event.target, event.message)
+                self.marks.append(mark)
+                if event.kind == "exited":
+                    self.exited[event.target] = mark
         restarted = {event.target for event in events if event.kind == "restart"}
         for scrape in frame.scrapes:
             self._ingest_scrape(scrape, frame, scrape.target in restarted)
@@ -129,6 +134,7 @@ class Session:
         if restarted or self._log_changed or view.last_scrape is None or not view.last_scrape.ok:
             view.config = server_config(scrape, frame.gpu or self.gpu, self._options())
         view.last_scrape = view.last_ok_scrape = scrape
+        self.exited.pop(scrape.target, None)
         now = frame.timestamp
         summary = summarize(self.store, scrape.target, now, self.options.window_s)
         self._mark_changes(view, summary, now)

@@ -34,6 +34,7 @@ from vtop.ui.widgets.event_log import EventLog
 from vtop.ui.widgets.findings import FindingsPanel
 from vtop.ui.widgets.gpu_panel import GpuPanel
 from vtop.ui.widgets.header import Header
+from vtop.ui.widgets.log_panel import LogPanel
 from vtop.ui.widgets.time_chart import TimeChart
 from vtop.ui.widgets.ttft_histogram import TtftHistogram
 
@@ -113,6 +114,7 @@ class VtopApp(App[int]):
                 yield FindingsPanel()
                 yield GpuPanel()
                 yield EventLog()
+                yield LogPanel()
         yield Footer()
 
     def on_mount(self) -> None:
@@ -185,6 +187,8 @@ class VtopApp(App[int]):
         findings.show(view.triage if view else None, views.no_finding(view))
         screen.query_one(GpuPanel).show(self.session.gpu, self.vllm_pids)
         screen.query_one(EventLog).show(self.session.marks)
+        exited = view is not None and view.target in self.session.exited
+        screen.query_one(LogPanel).show(self.session.log_lines, exited)
 
     def action_pause(self) -> None:
         """Freeze the display (live) or the playback (replay)."""

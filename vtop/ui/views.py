@@ -81,6 +81,9 @@ def banner_text(app: VtopApp, now: float) -> str | None:
     if view is None or view.last_scrape is None:
         return None
     scrape = view.last_scrape
+    exited = app.session.exited.get(view.target)
+    if exited is not None:
+        return f" {exited.text}"
     if not scrape.ok:
         last_ok = app.session.store.target_last_ok(view.target)
         since = f"last data {duration(now - last_ok)} ago" if last_ok else "no data yet"

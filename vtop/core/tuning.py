@@ -1,0 +1,167 @@
+"""Apply a suggested flag change to an argv, and judge a before/after measurement."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from vtop.core.engine import Finding, ProposedChange
+from vtop.core.store import Store
+from vtop.core.summary import summarize
+
+BOOLEAN_PAIRS = {"--enable-prefix-caching": "--no-enable-prefix-caching"}
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """What a change is judged on, over one window."""
+
+    preemptions_per_s: float | None
+    waiting: float | None
+    kv_usage: float | None
+    ttft_p99_s: float | None
+    generation_tokens_per_s: float | None
+    errors: int = 0
+
+
+@dataclass(frozen=True)
+class Target:
+    """The figure a finding's fix must improve, and which way."""
+
+    metric: str
+    lower_is_better: bool
+
+
+TARGETS = {
+    "memory": Target("preemptions_per_s", True),
+    "queue": Target("waiting", True),
+    "latency": Target("ttft_p99_s", True),
+    "compute": Target("generation_tokens_per_s", False),
+}
+DEFAULT_TARGET = Target("ttft_p99_s", True)
+
+
+def measure(store: Store, target: str, now: float, window: float, errors: int = 0) -> Measurement:
+    """The judged figures over a window of the store."""
+    summary = summarize(store, target, now, window)
+    waiting = store.sum_by(store.avg_over_time, "vllm:num_requests_waiting", now, window)
+    return Measurement(
+        summary.preemptions_per_s,
+        waiting.get(()),
+        summary.kv_usage,
+        summary.ttft_p99_s,
+        summary.generation_tokens_per_s,
+        errors,
+    )
+
+
+def change_argument(change: ProposedChange) -> list[str] | None:
+    """The flag change as argv items, None when its value could not be computed."""
+    literal = change.as_flag()
+    return None if literal is None else literal.split()
+
+
+def apply_change(argv: Sequence[str], change: ProposedChange) -> list[str]:
+    """argv with the flag set to the proposed value (replacing any earlier value)."""
+    arguments = change_argument(change)
+    if arguments is None:
+        raise ValueError(f"{change.flag}: no value to apply ({', '.join(change.unknown)} unknown)")
+    flag = arguments[0]
+    drop = {flag, BOOLEAN_PAIRS.get(flag, ""), _negated(flag)}
+    result: list[str] = []
+    skip_value = False
+    for arg in argv:
+        if skip_value:
+            skip_value = False
+            continue
+        name = arg.split("=", 1)[0]
+        if name in drop:
+            skip_value = "=" not in arg and len(arguments) > 1
+            continue
+        result.append(arg)
+    return result + arguments
+
+
+def _negated(flag: str) -> str:
+    """--enable-x <-> --no-enable-x."""
+    return "--" + flag[5:] if flag.startswith("--no-") else "--no-" + flag[2:]
+
+
+def argv_diff(before: Sequence[str], after: Sequence[str]) -> list[str]:
+    """Flags removed (-) and added (+), in order."""
+    removed = [arg for arg in _flag_items(before) if arg not in _flag_items(after)]
+    added = [arg for arg in _flag_items(after) if arg not in _flag_items(before)]
+    return [f"- {arg}" for arg in removed] + [f"+ {arg}" for arg in added]
+
+
+def _flag_items(argv: Sequence[str]) -> list[str]:
+    """'--flag value' pairs and lone flags of an argv."""
+    items: list[str] = []
+    for arg in argv:
+        if arg.startswith("-") or not items or not items[-1].startswith("-") or " " in items[-1]:
+            items.append(arg)
+        else:
+            items[-1] += " " + arg
+    return items
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Whether a change helped, on its target metric, without a cost elsewhere."""
+
+    improved: bool
+    reason: str
+
+
+def judge(finding: Finding, before: Measurement, after: Measurement) -> Verdict:
+    """Better on the finding's target metric, and no new errors."""
+    target = TARGETS.get(finding.rule.phase, DEFAULT_TARGET)
+    old, new = getattr(before, target.metric), getattr(after, target.metric)
+    if after.errors > before.errors:
+        return Verdict(False, f"errors rose from {before.errors} to {after.errors}")
+    if old is None or new is None:
+        return Verdict(False, f"{target.metric} not measured before and after")
+    better = new < old if target.lower_is_better else new > old
+    same = abs(new - old) <= 1e-9
+    if better or (same and old == 0):
+        return Verdict(True, f"{target.metric} {old:.3g} -> {new:.3g}")
+    return Verdict(False, f"{target.metric} did not improve: {old:.3g} -> {new:.3g}")
+
+
+def audit(directory: Path, action: str, **details: object) -> None:
+    """Append one action to the audit log (JSON lines)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    entry = {"time": time.time(), "action": action, **details}
+    with (directory / "audit.log").open("a") as log:
+        log.write(json.dumps(entry, default=_plain) + "\n")
+
+
+def _plain(value: object) -> object:
+    """JSON for dataclasses and tuples in audit entries."""
+    if hasattr(value, "__dataclass_fields__"):
+        return asdict(value)  # type: ignore[call-overload]
+    return str(value)
+
+
+def comparison_lines(before: Measurement, after: Measurement) -> list[str]:
+    """Side-by-side figures."""
+    rows = [
+        ("preemptions/s", before.preemptions_per_s, after.preemptions_per_s, "{:.2f}"),
+        ("waiting (avg)", before.waiting, after.waiting, "{:.1f}"),
+        ("KV usage", before.kv_usage, after.kv_usage, "{:.0%}"),
+        ("TTFT p99 s", before.ttft_p99_s, after.ttft_p99_s, "{:.2f}"),
+        ("output tok/s", before.generation_tokens_per_s, after.generation_tokens_per_s, "{:.0f}"),
+        ("errors", float(before.errors), float(after.errors), "{:.0f}"),
+    ]
+    lines = [f"{'':16}{'before':>12}{'after':>12}"]
+    for name, old, new, pattern in rows:
+        lines.append(f"{name:16}{_cell(old, pattern):>12}{_cell(new, pattern):>12}")
+    return lines
+
+
+def _cell(value: float | None, pattern: str) -> str:
+    """A figure or '-'."""
+    return "-" if value is None else pattern.format(value)
