@@ -1,0 +1,73 @@
+"""Applying a proposed change to an argv, the diff shown before it, and judging the result."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.test_session import storm
+from vtop.core.diagnose import DiagnoseOptions, diagnose_frames
+from vtop.core.engine import Finding, ProposedChange
+from vtop.core.rules import load_rules
+from vtop.core.tuning import Measurement, apply_change, argv_diff, audit, judge
+
+ARGV = ["vllm", "serve", "./m", "--max-num-seqs", "16", "--no-enable-prefix-caching", "--port=9"]
+
+
+def change(flag: str, proposed: float | str | None) -> ProposedChange:
+    return ProposedChange(flag, None, proposed, "why", "effect")
+
+
+def test_a_numeric_flag_replaces_the_old_value() -> None:
+    new = apply_change(ARGV, change("--max-num-seqs", 1.0))
+    assert new == [*ARGV[:3], "--no-enable-prefix-caching", "--port=9", "--max-num-seqs", "1"]
+    assert argv_diff(ARGV, new) == ["- --max-num-seqs 16", "+ --max-num-seqs 1"]
+
+
+def test_a_literal_flag_replaces_its_negation_and_equals_forms() -> None:
+    new = apply_change(ARGV, change("--enable-prefix-caching", "--enable-prefix-caching"))
+    assert "--no-enable-prefix-caching" not in new and new[-1] == "--enable-prefix-caching"
+    moved = apply_change(ARGV, change("--port", 10.0))
+    assert "--port=9" not in moved and moved[-2:] == ["--port", "10"]
+    fp8 = apply_change(ARGV, change("--kv-cache-dtype", "--kv-cache-dtype fp8"))
+    assert fp8[-2:] == ["--kv-cache-dtype", "fp8"]
+    assert argv_diff(ARGV, fp8) == ["+ --kv-cache-dtype fp8"]
+
+
+def test_an_uncomputable_change_is_refused() -> None:
+    unknown = ProposedChange("--max-num-seqs", None, None, "w", "e", ("vtop:max_num_seqs",))
+    with pytest.raises(ValueError, match="vtop:max_num_seqs unknown"):
+        apply_change(ARGV, unknown)
+
+
+def m1() -> Finding:
+    diagnosis = diagnose_frames(
+        "http://127.0.0.1:8000", [storm(t) for t in range(20)], load_rules(), DiagnoseOptions()
+    )
+    assert diagnosis.triage is not None and diagnosis.triage.primary is not None
+    return diagnosis.triage.primary
+
+
+def figures(preempt: float, tok_s: float, errors: int = 0) -> Measurement:
+    return Measurement(preempt, 10.0, 1.0, 20.0, tok_s, errors)
+
+
+def test_judge_uses_the_findings_target_metric_and_errors() -> None:
+    finding = m1()
+    assert judge(finding, figures(2.5, 300), figures(0.0, 200)).improved
+    worse = judge(finding, figures(0.5, 300), figures(2.0, 300))
+    assert not worse.improved and "preemptions_per_s did not improve" in worse.reason
+    errors = judge(finding, figures(2.5, 300), figures(0.0, 300, errors=3))
+    assert not errors.improved and "errors rose" in errors.reason
+    unmeasured = judge(finding, figures(2.5, 300), Measurement(None, None, None, None, None))
+    assert not unmeasured.improved
+
+
+def test_audit_log_is_json_lines(tmp_path: Path) -> None:
+    audit(tmp_path, "apply", server="s", diff=("- a", "+ b"), before=figures(1, 2))
+    audit(tmp_path, "rollback", server="s")
+    entries = [json.loads(line) for line in (tmp_path / "audit.log").read_text().splitlines()]
+    assert [e["action"] for e in entries] == ["apply", "rollback"]
+    assert entries[0]["before"]["preemptions_per_s"] == 1 and entries[0]["diff"] == ["- a", "+ b"]
