@@ -12,6 +12,7 @@ from typing import Any
 from vtop.core.bundle import extract_recording, is_bundle
 from vtop.core.feeds import Feed, LiveFeed, RecordingFeed, ReplayFeed
 from vtop.core.frame import Frame
+from vtop.core.process import ServerState
 from vtop.core.recorder import RecordingError, RecordingReader, RecordingWriter
 from vtop.core.rules import PACKAGED, RuleFileError, load_rules
 from vtop.core.settings import PANELS, Settings, SettingsError, load_settings
@@ -45,7 +46,12 @@ def view_flags(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def run_dashboard(settings: Settings, feed: Feed, vllm_pids: frozenset[int] = frozenset()) -> int:
+def run_dashboard(
+    settings: Settings,
+    feed: Feed,
+    server: ServerState | None = None,
+    readonly: bool = False,
+) -> int:
     """Run the Textual app until the user quits."""
     from vtop.ui.app import VtopApp
 
@@ -57,7 +63,10 @@ def run_dashboard(settings: Settings, feed: Feed, vllm_pids: frozenset[int] = fr
     except (RuleFileError, OSError) as error:
         print(f"vtop: {error}", file=sys.stderr)
         return 2
-    app = VtopApp(settings, feed, rules, vllm_pids=vllm_pids, log_text=log_text)
+    pids = frozenset({server.pid}) if server is not None else frozenset()
+    app = VtopApp(
+        settings, feed, rules, vllm_pids=pids, log_text=log_text, server=server, readonly=readonly
+    )
     return app.run() or 0
 
 

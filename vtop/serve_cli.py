@@ -116,7 +116,7 @@ def watch(state: ServerState, args: argparse.Namespace) -> int:
         return 2
     source = VllmHttpSource(state.url, ScrapeOptions(timeout_s=settings.timeout_s))
     feed = LiveFeed([source], NvmlSource(), settings.interval_s, LogTail(state), state)
-    return run_dashboard(settings, feed, vllm_pids=frozenset({state.pid}))
+    return run_dashboard(settings, feed, server=state, readonly=args.readonly)
 
 
 def ps_main(argv: list[str]) -> int:
@@ -170,6 +170,7 @@ def attach_main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="vtop attach", description="re-attach to a server")
     parser.add_argument("name", nargs="?")
     parser.add_argument("--interval", type=float)
+    parser.add_argument("--readonly", action="store_true", help="no restart/apply from the UI")
     add_view_options(parser)
     args = parser.parse_args(argv)
     state = pick_server(args.name, "vtop attach")
@@ -211,8 +212,17 @@ def tune_main(argv: list[str]) -> int:
             output_tokens=Lengths(args.output_tokens, args.output_tokens),
         )
 
+    def warmup(url: str) -> BenchConfig:
+        return BenchConfig(url=url, concurrency=4, num_requests=8, stream=False)
+
     options = TuneOptions(
-        rules, state_dir(), load, args.window, args.finding, rollback=not args.no_rollback
+        rules,
+        state_dir(),
+        load,
+        args.window,
+        args.finding,
+        not args.no_rollback,
+        warmup=warmup,
     )
     result = asyncio.run(tune(state, options))
     print("\n".join(tune_report(result)))

@@ -183,7 +183,7 @@ def _rule(node: yaml.Node, located: _Located) -> Rule | None:
 
 def _has_required_keys(node: yaml.Node, fields: dict[str, yaml.Node], located: _Located) -> bool:
     """Report unknown and missing keys; False when a required one is missing."""
-    for key in fields.keys() - RULE_KEYS:
+    for key in sorted(fields.keys() - RULE_KEYS):
         located.error(fields[key], f"unknown key {key!r}")
     missing = [
         k for k in ("id", "title", "phase", "severity", "expr", "diagnosis") if k not in fields
@@ -245,7 +245,7 @@ def _suggestion(node: yaml.Node, located: _Located, rule_id: str) -> Suggestion 
         located.error(node, "a suggestion must be a mapping")
         return None
     fields = _mapping(node)
-    for key in fields.keys() - SUGGESTION_KEYS:
+    for key in sorted(fields.keys() - SUGGESTION_KEYS):
         located.error(fields[key], f"unknown suggestion key {key!r}")
     if "flag" not in fields or "why" not in fields:
         located.error(node, "a suggestion needs 'flag' and 'why'")

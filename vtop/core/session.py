@@ -177,10 +177,10 @@ class Session:
         """Marks for findings that appeared or cleared since the last evaluation."""
         before = _by_key(view.triage)
         after = _by_key(triage)
-        for key in after.keys() - before.keys():
+        for key in sorted(after.keys() - before.keys()):
             text = f"{short_key(after[key])} appeared: {after[key].rule.title}"
             self.marks.append(Mark(now, "finding", view.target, text))
-        for key in before.keys() - after.keys():
+        for key in sorted(before.keys() - after.keys()):
             text = f"{short_key(before[key])} cleared: {before[key].rule.title}"
             self.marks.append(Mark(now, "cleared", view.target, text))
 

@@ -34,6 +34,8 @@ class TuneOptions:
     finding_id: str | None = None
     rollback: bool = True
     ready_timeout_s: float = 900.0
+    warmup: Callable[[str], BenchConfig] | None = None
+    """A short load run after each restart, before measuring (first requests are slow)."""
 
 
 @dataclass
@@ -95,6 +97,12 @@ async def wait_ready(state: ServerState, timeout: float) -> str | None:
     return f"not ready after {timeout:.0f} s"
 
 
+async def settle(state: ServerState, options: TuneOptions) -> None:
+    """Run the warm-up load, if any."""
+    if options.warmup is not None:
+        await Bench(options.warmup(state.url)).run()
+
+
 def pick(diagnosis: Diagnosis, finding_id: str | None) -> tuple[Finding, ProposedChange] | None:
     """The finding to act on (the primary by default) and its first computable change."""
     if diagnosis.triage is None:
@@ -129,17 +137,18 @@ async def tune(state: ServerState, options: TuneOptions) -> TuneResult:
         diff=result.diff,
         before=result.before,
     )
-    return await _verify(result, state, new_argv, options)
+    return await verify(result, state, new_argv, options)
 
 
-async def _verify(
+async def verify(
     result: TuneResult, old: ServerState, new_argv: list[str], options: TuneOptions
 ) -> TuneResult:
-    """Restart with the change, measure the same load, keep it or roll back."""
+    """Restart with new_argv, measure the same load, keep it or roll back to old's argv."""
     assert result.finding is not None and result.before is not None
     result.state = restart(old, new_argv, options.directory)
     problem = await wait_ready(result.state, options.ready_timeout_s)
     if problem is None:
+        await settle(result.state, options)
         frames, report = await measure_window(result.state.url, options.load(result.state.url))
         result.after = measurement(frames, report)
         result.verdict = judge(result.finding, result.before, result.after)

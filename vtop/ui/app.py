@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from pathlib import Path
 from typing import ClassVar
 
 from textual import on
@@ -16,17 +15,15 @@ from textual.timer import Timer
 from textual.widgets import Footer, OptionList
 from textual.worker import Worker, WorkerState
 
-from vtop.core.bundle import BundleContents, write_bundle
 from vtop.core.effective_config import DiagnoseOptions
 from vtop.core.feeds import Feed, LiveFeed, ReplayFeed
-from vtop.core.frame import Frame
+from vtop.core.process import ServerState
 from vtop.core.rules import Rule
 from vtop.core.session import Session, TargetView, short_key
 from vtop.core.settings import PANELS, Settings
-from vtop.report import json_report
-from vtop.ui import views
+from vtop.ui import replay_actions, server_actions, views
 from vtop.ui.chart_data import CHARTS
-from vtop.ui.explain import HELP, current_diagnosis, diagnosis_text, explain
+from vtop.ui.explain import HELP, diagnosis_text, explain
 from vtop.ui.messages import FramesReady
 from vtop.ui.screens.text_screen import TextScreen
 from vtop.ui.widgets.banner import Banner
@@ -66,6 +63,8 @@ class VtopApp(App[int]):
         Binding("left_curly_bracket", "jump(-60)", "-60s", show=False),
         Binding("s", "speed", "speed", show=False),
         Binding("b", "bundle", "bundle", show=False),
+        Binding("a", "apply", "apply", show=False),
+        Binding("r", "restart", "restart", show=False),
         Binding("slash", "command_palette", "commands", show=False),
         Binding("question_mark", "help", "help", key_display="?"),
         *[
@@ -82,6 +81,8 @@ class VtopApp(App[int]):
         clock: Callable[[], float] = time.time,
         vllm_pids: frozenset[int] = frozenset(),
         log_text: str | None = None,
+        server: ServerState | None = None,
+        readonly: bool = False,
     ) -> None:
         super().__init__()
         self.settings = settings
@@ -92,6 +93,9 @@ class VtopApp(App[int]):
             window_s=settings.window_s, vllm_args=settings.vllm_args, vllm_log=log_text
         )
         self.rules, self.options = rules, options
+        self.server = server
+        """The vLLM server vtop manages here (None when it only watches)."""
+        self.readonly = readonly
         self.session = Session(rules, options)
         self.interval = settings.interval_s
         self.paused = False
@@ -124,7 +128,7 @@ class VtopApp(App[int]):
     def on_ready(self) -> None:
         """Start polling once the dashboard is on screen (a replay may start part-way)."""
         if isinstance(self.feed, ReplayFeed) and self.feed.start_index > 0:
-            self._seek(self.feed, self.feed.start_index)
+            replay_actions.seek(self, self.feed, self.feed.start_index)
         self._timer = self.set_interval(self.interval, self.tick)
         self.tick()
         self.refresh_views()
@@ -254,64 +258,28 @@ class VtopApp(App[int]):
         return [f"{m.kind}: {m.text}" for m in self.session.marks if m.target == view.target]
 
     def action_bundle(self) -> None:
-        """Write an incident bundle of the recent frames (in a thread: it compresses)."""
-        view = self.view
-        if view is None:
-            self.notify("no data to bundle yet", timeout=2)
-            return
-        diagnosis = current_diagnosis(view, self.settings.window_s, self._events(view))
-        contents = BundleContents(
-            json_report(diagnosis),
-            tuple(self.session.startup_log),
-            self.settings.vllm_args,
-            view.config.facts.version,
-        )
-        path = Path(self.settings.bundle_dir) / time.strftime("vtop-bundle-%Y%m%d-%H%M%S.tar.gz")
-        frames = list(self.session.recent_frames)
-        self.run_worker(lambda: self._write_bundle(path, frames, contents), thread=True)
+        """Write an incident bundle of the recent frames."""
+        server_actions.bundle(self)
 
-    def _write_bundle(self, path: Path, frames: list[Frame], contents: BundleContents) -> None:
-        """Worker: write the bundle, then say where it is."""
-        write_bundle(path, frames, contents)
-        self.call_from_thread(self.notify, f"bundle written: {path}", timeout=8)
+    def action_apply(self) -> None:
+        """Apply the highlighted finding's change to the managed server, verify, roll back."""
+        self.run_worker(server_actions.apply(self), group="apply", exclusive=True)
 
-    def _replay(self) -> ReplayFeed | None:
-        """The replay feed, or None (with a note) on live data."""
-        if isinstance(self.feed, ReplayFeed):
-            return self.feed
-        self.notify("only when replaying a recording", timeout=2)
-        return None
+    def action_restart(self) -> None:
+        """Restart the managed server with the same flags."""
+        self.run_worker(server_actions.restart_same(self), group="apply", exclusive=True)
 
     def action_step(self, frames: int) -> None:
-        """Pause and move one frame forward or back."""
-        feed = self._replay()
-        if feed is not None:
-            self.paused = feed.paused = True
-            self._seek(feed, feed.position + frames)
+        """Replay: pause and move one frame forward or back."""
+        replay_actions.step(self, frames)
 
     def action_jump(self, seconds: float) -> None:
-        """Move the replay by `seconds` of recorded time."""
-        feed = self._replay()
-        if feed is not None and feed.position > 0:
-            first = feed.recorded[0].timestamp
-            offset = feed.recorded[feed.position - 1].timestamp - first + seconds
-            self._seek(feed, feed.index_at(offset))
-
-    def _seek(self, feed: ReplayFeed, index: int) -> None:
-        """Bring the session to frame `index` of the recording."""
-        fresh, frames = feed.seek(index)
-        if fresh:
-            self.session = Session(self.rules, self.options)
-        for frame in frames:
-            self.session.ingest(frame)
-        self.refresh_views(even_paused=True)
+        """Replay: move by `seconds` of recorded time."""
+        replay_actions.jump(self, seconds)
 
     def action_speed(self) -> None:
         """Replay speed: x1, x10, as fast as possible."""
-        feed = self._replay()
-        if feed is not None:
-            feed.speed = {1.0: 10.0, 10.0: 0.0}.get(feed.speed, 1.0)
-            self.refresh_views()
+        replay_actions.cycle_speed(self)
 
     def action_next_target(self) -> None:
         """Show the next endpoint."""

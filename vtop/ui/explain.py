@@ -20,6 +20,9 @@ Keys
              6 throughput  7 latency (ITL, queue, prefill)  8 prefix cache  9 GPUs
   d          full diagnosis of the selected endpoint (as `vtop diagnose` prints it)
   b          write an incident bundle (last 10 minutes, findings, log tail) to a tarball
+  a          apply the highlighted finding's flag change to a server vtop started: shows the
+             argv diff, then baseline -> restart -> same window -> keep or roll back
+  r          restart the server vtop started, same flags (asks first)
   e / Enter  explain the highlighted finding: evidence, flag change, why, expected effect
   tab        move between the findings list and the charts
   / ctrl+p   command palette

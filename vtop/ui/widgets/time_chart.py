@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from textual_plotext import PlotextPlot
+from textual_plotext.plot import Plot
 
 from vtop.ui.chart_data import ChartSpec
+from vtop.ui.widgets import plotting  # noqa: F401  (deterministic plotext)
 
 MIN_TOP = 1.0
 """The y axis reaches at least this high, so an all-zero line sits at the bottom."""
@@ -31,9 +33,7 @@ class TimeChart(PlotextPlot):
         marks: Sequence[float] = (),
     ) -> None:
         """Replace the plotted data and redraw."""
-        plt = self.plt
-        plt.clear_data()
-        plt.clear_figure()
+        self._plot = plt = Plot()  # fresh: plotext keeps layout state between builds
         self.border_title = title
         for offset in marks:
             plt.vline(offset, "red")
