@@ -15,11 +15,13 @@ RENDER = """
 from vtop.ui.widgets import plotting
 from textual_plotext.plot import Plot
 plot = Plot()
-plot.plotsize(40, 10)
-plot.bar([1.0, 2.0, 3.0], [3, 5, 2], marker="sd")
-plot.xticks([1.0, 2.0, 3.0], ["0.001", "0.06", "0.75"])
-plot.vline(2, "red")
-plot.plot([1, 2, 3], [1, 4, 2], marker="braille", label="p50")
+plot.plotsize(37, 10)
+labels = ["0.001", "0.005", "0.01", "0.02", "0.04", "0.06", "0.08", "0.1", "0.25", "0.5", "0.75"]
+labels += ["1", "2.5", "5", "7.5", "10", "20", "40", "80", "160", "640", "2560"]
+positions = [float(i) for i in range(1, 23)]
+plot.bar(positions, [0] * 10 + [3, 5, 8, 13, 2, 0, 0, 1, 0, 0, 0, 0], marker="sd")
+plot.xticks(positions[::4], labels[::4])
+plot.vline(13, "red")
 print(plot.build())
 """
 
