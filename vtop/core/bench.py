@@ -34,6 +34,10 @@ WORDS = [
     "mike",
 ]
 
+KEEPALIVE_S = 2.0
+"""Idle connections are dropped before uvicorn's 5 s keep-alive timeout; with httpx's default of
+5 s a request can go out on a connection the server is closing (a spurious ReadError)."""
+
 
 @dataclass(frozen=True)
 class Lengths:
@@ -357,7 +361,9 @@ class Bench:
     async def run(self) -> BenchReport:
         """Run to completion and report."""
         headers = {"Authorization": f"Bearer {self.config.api_key}"} if self.config.api_key else {}
-        limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
+        limits = httpx.Limits(
+            max_connections=None, max_keepalive_connections=None, keepalive_expiry=KEEPALIVE_S
+        )
         async with httpx.AsyncClient(timeout=None, headers=headers, limits=limits) as client:
             model = self.config.model or await detect_model(client, self.config.url)
             started = time.perf_counter()

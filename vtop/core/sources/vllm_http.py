@@ -119,10 +119,17 @@ class VllmHttpSource:
         )
 
 
+KEEPALIVE_S = 2.0
+"""Below uvicorn's 5 s keep-alive, so a scrape never goes out on a connection being closed."""
+
+
 def make_client(options: ScrapeOptions) -> httpx.AsyncClient:
     """An HTTP client with the scrape timeout and TLS policy."""
     return httpx.AsyncClient(
-        timeout=options.timeout_s, verify=options.verify_tls, follow_redirects=True
+        timeout=options.timeout_s,
+        verify=options.verify_tls,
+        follow_redirects=True,
+        limits=httpx.Limits(keepalive_expiry=KEEPALIVE_S),
     )
 
 
