@@ -29,7 +29,7 @@ from vtop.core.tuning import apply_change
 
 pytestmark = pytest.mark.vllm
 
-STORM = ServerSpec(num_gpu_blocks_override=16, block_size=128, max_num_seqs=16)
+STORM = ServerSpec(num_gpu_blocks_override=48, block_size=128, max_num_seqs=16)
 READY_S = 900.0
 
 
@@ -169,13 +169,21 @@ async def tune_and_roll_back(state: ServerState, env: dict[str, str]) -> ServerS
     await Bench(warm_up(state.url, 16)).run()
     directory = Path(env["VTOP_STATE_DIR"])
     options = TuneOptions(
-        load_rules(), directory, storm_load, window_s=20.0, warmup=lambda url: warm_up(url, 16)
+        load_rules(), directory, storm_load, window_s=15.0, warmup=lambda url: warm_up(url, 16)
     )
     kept = await tune(state, options)
     assert kept.finding is not None and kept.finding.rule.id == "M1", kept.problem
-    assert kept.before is not None and kept.after is not None and not kept.rolled_back
+    assert kept.before is not None and kept.after is not None and not kept.rolled_back, kept
     assert (kept.before.preemptions_per_s or 0) > 0.1
     assert (kept.after.preemptions_per_s or 0) <= 0.02, kept.after
+    before_tok_s, after_tok_s = (
+        kept.before.generation_tokens_per_s,
+        kept.after.generation_tokens_per_s,
+    )
+    assert before_tok_s and after_tok_s and after_tok_s >= 0.9 * before_tok_s, (
+        kept.before,
+        kept.after,
+    )
     worse = await worsen(kept, options)
     assert worse.rolled_back and worse.verdict is not None and not worse.verdict.improved
     assert worse.state.argv == kept.state.argv and healthy(worse.state.url)
@@ -187,7 +195,7 @@ async def tune_and_roll_back(state: ServerState, env: dict[str, str]) -> ServerS
 async def worsen(kept: TuneResult, options: TuneOptions) -> TuneResult:
     """Raise max-num-seqs back up under the same storm: preemptions return, vtop rolls back."""
     assert kept.finding is not None and kept.after is not None
-    change = ProposedChange("--max-num-seqs", None, 16.0, "test", "more preemptions")
+    change = ProposedChange("--max-num-seqs", None, 32.0, "test", "more preemptions")
     bad_argv = apply_change(kept.state.argv, change)
     result = TuneResult(kept.state, kept.finding, change, before=kept.after)
     return await verify(result, kept.state, bad_argv, options)

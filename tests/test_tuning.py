@@ -56,7 +56,9 @@ def figures(preempt: float, tok_s: float, errors: int = 0) -> Measurement:
 
 def test_judge_uses_the_findings_target_metric_and_errors() -> None:
     finding = m1()
-    assert judge(finding, figures(2.5, 300), figures(0.0, 200)).improved
+    assert judge(finding, figures(2.5, 300), figures(0.0, 280)).improved
+    costly = judge(finding, figures(2.5, 300), figures(0.0, 200))
+    assert not costly.improved and "output tok/s fell 33%" in costly.reason
     worse = judge(finding, figures(0.5, 300), figures(2.0, 300))
     assert not worse.improved and "preemptions_per_s did not improve" in worse.reason
     errors = judge(finding, figures(2.5, 300), figures(0.0, 300, errors=3))

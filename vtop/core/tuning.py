@@ -42,16 +42,22 @@ TARGETS = {
     "compute": Target("generation_tokens_per_s", False),
 }
 DEFAULT_TARGET = Target("ttft_p99_s", True)
+THROUGHPUT_TOLERANCE = 0.10
+"""A fix may cost at most this share of output tokens/s and still be kept."""
 
 
 def measure(store: Store, target: str, now: float, window: float, errors: int = 0) -> Measurement:
-    """The judged figures over a window of the store."""
+    """The judged figures over a window of the store (gauges averaged over it)."""
     summary = summarize(store, target, now, window)
-    waiting = store.sum_by(store.avg_over_time, "vllm:num_requests_waiting", now, window)
+    only = {"instance": target}
+    waiting = store.sum_by(store.avg_over_time, "vllm:num_requests_waiting", now, window, only)
+    kv = store.sum_by(
+        store.avg_over_time, "vllm:kv_cache_usage_perc", now, window, only, ["engine"]
+    )
     return Measurement(
         summary.preemptions_per_s,
         waiting.get(()),
-        summary.kv_usage,
+        max(kv.values(), default=None),
         summary.ttft_p99_s,
         summary.generation_tokens_per_s,
         errors,
@@ -117,11 +123,16 @@ class Verdict:
 
 
 def judge(finding: Finding, before: Measurement, after: Measurement) -> Verdict:
-    """Better on the finding's target metric, and no new errors."""
+    """Better on the finding's target metric, no new errors, no large loss of output tok/s."""
     target = TARGETS.get(finding.rule.phase, DEFAULT_TARGET)
     old, new = getattr(before, target.metric), getattr(after, target.metric)
     if after.errors > before.errors:
         return Verdict(False, f"errors rose from {before.errors} to {after.errors}")
+    lost = _throughput_loss(before, after)
+    if lost is not None and lost > THROUGHPUT_TOLERANCE:
+        return Verdict(
+            False, f"output tok/s fell {lost:.0%} (more than {THROUGHPUT_TOLERANCE:.0%})"
+        )
     if old is None or new is None:
         return Verdict(False, f"{target.metric} not measured before and after")
     better = new < old if target.lower_is_better else new > old
@@ -129,6 +140,14 @@ def judge(finding: Finding, before: Measurement, after: Measurement) -> Verdict:
     if better or (same and old == 0):
         return Verdict(True, f"{target.metric} {old:.3g} -> {new:.3g}")
     return Verdict(False, f"{target.metric} did not improve: {old:.3g} -> {new:.3g}")
+
+
+def _throughput_loss(before: Measurement, after: Measurement) -> float | None:
+    """The fraction of output tokens/s lost (negative when it rose), None when unmeasured."""
+    old, new = before.generation_tokens_per_s, after.generation_tokens_per_s
+    if old is None or new is None or old <= 0:
+        return None
+    return (old - new) / old
 
 
 def audit(directory: Path, action: str, **details: object) -> None:
