@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from textual.command import CommandPalette
@@ -13,18 +16,25 @@ from tests.fakes.fake_pynvml import FakeGpu, FakeNvml, NVMLError_GpuIsLost
 from tests.http_server import Canned, serving
 from tests.payloads import fixture
 from tests.test_session import storm
+from tests.vllm_harness.server import free_port
 from vtop.core.engine import Finding
 from vtop.core.feeds import LiveFeed, ReplayFeed
 from vtop.core.frame import Frame
+from vtop.core.process import ServerState, keep_reaped, start, stop
 from vtop.core.rules import load_rules
 from vtop.core.settings import Settings
 from vtop.core.sources.nvml import NvmlSource
+from vtop.core.sources.process_log import LogTail
 from vtop.core.sources.vllm_http import ScrapeOptions, VllmHttpSource
+from vtop.ui import server_actions
 from vtop.ui.app import VtopApp
+from vtop.ui.screens.confirm import ConfirmScreen
 from vtop.ui.screens.text_screen import TextScreen
 from vtop.ui.widgets.banner import Banner
 from vtop.ui.widgets.findings import FindingsPanel
 from vtop.ui.widgets.header import Header
+
+METRICS_PROCESS = Path(__file__).with_name("metrics_process.py")
 
 
 def live_app(url: str, nvml: NvmlSource | None = None, interval: float = 0.2) -> VtopApp:
@@ -220,3 +230,57 @@ def primary_findings(app: VtopApp) -> list[Finding]:
     view = app.view
     assert view is not None and view.triage is not None
     return list(view.triage.findings)
+
+
+async def test_apply_key_restarts_measures_and_rolls_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("VTOP_STATE_DIR", str(tmp_path))
+    monkeypatch.setattr(server_actions, "DRAIN_TIMEOUT_S", 1.0)  # the stand-in never drains
+    port = free_port()
+    argv = [sys.executable, str(METRICS_PROCESS), "--port", str(port), "--max-num-seqs", "16"]
+    state, child = start("fake", argv, tmp_path)
+    keep_reaped(state, child)
+    settings = Settings(urls=(state.url,), interval_s=0.5, window_s=2.0)
+    source = VllmHttpSource(state.url, ScrapeOptions(timeout_s=2))
+    feed = LiveFeed([source], None, 0.5, LogTail(state), state)
+    app = VtopApp(settings, feed, load_rules(), server=state)
+    try:
+        async with app.run_test(size=(160, 48)) as pilot:
+            panel = app.query_one(FindingsPanel)
+            await wait_for(
+                pilot, lambda: bool(panel.findings) and panel.findings[0].rule.id == "M1"
+            )
+            await pilot.press("a")
+            await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+            question = app.screen
+            assert isinstance(question, ConfirmScreen)
+            assert "- --max-num-seqs 16" in question.body and "+ --max-num-seqs 1" in question.body
+            await pilot.press("y")
+            await wait_for(pilot, lambda: isinstance(app.screen, TextScreen), timeout=60)
+            shown = app.screen
+            assert isinstance(shown, TextScreen)
+            result = str(shown.body)
+            assert "rolled back to the previous flags" in result and "preemptions/s" in result
+            assert app.server is not None and app.server.argv == state.argv
+            assert app.server.pid != state.pid
+            await app.feed.close()
+        actions = [json.loads(line)["action"] for line in (tmp_path / "audit.log").open()]
+        assert actions == ["apply", "verify", "rollback"]
+    finally:
+        if app.server is not None:
+            stop(app.server, timeout=5)
+        stop(state, timeout=5)
+
+
+async def test_readonly_and_unmanaged_servers_refuse_actions() -> None:
+    app = replay_app([storm(t) for t in range(20)])
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: bool(app.query_one(FindingsPanel).findings))
+        await pilot.press("a")
+        await pilot.pause(0.2)
+        assert not isinstance(app.screen, ConfirmScreen)
+        app.server, app.readonly = ServerState("x", 1, 1, (), 8000, "", 0.0, None), True
+        await pilot.press("r")
+        await pilot.pause(0.2)
+        assert not isinstance(app.screen, ConfirmScreen)

@@ -63,6 +63,8 @@ def test_judge_uses_the_findings_target_metric_and_errors() -> None:
     assert not worse.improved and "preemptions_per_s did not improve" in worse.reason
     errors = judge(finding, figures(2.5, 300), figures(0.0, 300, errors=3))
     assert not errors.improved and "errors rose" in errors.reason
+    noise = judge(finding, figures(3.0, 300), figures(2.9, 300))
+    assert not noise.improved
     unmeasured = judge(finding, figures(2.5, 300), Measurement(None, None, None, None, None))
     assert not unmeasured.improved
 

@@ -42,6 +42,8 @@ TARGETS = {
     "compute": Target("generation_tokens_per_s", False),
 }
 DEFAULT_TARGET = Target("ttft_p99_s", True)
+MIN_IMPROVEMENT = 0.05
+"""The target figure must move at least this much (noise is not an improvement)."""
 THROUGHPUT_TOLERANCE = 0.10
 """A fix may cost at most this share of output tokens/s and still be kept."""
 
@@ -135,9 +137,11 @@ def judge(finding: Finding, before: Measurement, after: Measurement) -> Verdict:
         )
     if old is None or new is None:
         return Verdict(False, f"{target.metric} not measured before and after")
-    better = new < old if target.lower_is_better else new > old
-    same = abs(new - old) <= 1e-9
-    if better or (same and old == 0):
+    if target.lower_is_better:
+        better = new < old * (1 - MIN_IMPROVEMENT) or new == old == 0
+    else:
+        better = new > old * (1 + MIN_IMPROVEMENT)
+    if better:
         return Verdict(True, f"{target.metric} {old:.3g} -> {new:.3g}")
     return Verdict(False, f"{target.metric} did not improve: {old:.3g} -> {new:.3g}")
 
