@@ -249,7 +249,7 @@ async def test_apply_key_restarts_measures_and_rolls_back(
         async with app.run_test(size=(160, 48)) as pilot:
             panel = app.query_one(FindingsPanel)
             await wait_for(
-                pilot, lambda: bool(panel.findings) and panel.findings[0].rule.id == "M1"
+                pilot, lambda: bool(panel.findings) and panel.findings[0].rule.id == "M1", 40
             )
             await pilot.press("a")
             await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
