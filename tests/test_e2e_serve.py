@@ -165,31 +165,33 @@ def outlives_vtop(tmux: Tmux, env: dict[str, str]) -> ServerState:
 
 
 async def tune_and_roll_back(state: ServerState, env: dict[str, str]) -> ServerState:
-    """The storm is fixed and the fix kept; a worse change is rolled back."""
+    """M1's fix stops the preemptions; vtop keeps it only if it cost < 10% tok/s, else rolls back.
+
+    On this CPU build the extra concurrency can be worth more than the recomputation it causes,
+    so either outcome can be right: the test checks that vtop's decision matches its own
+    measurements. When the fix is kept, a worse change (max-num-seqs 32) must be rolled back.
+    """
     await Bench(warm_up(state.url, 16)).run()
     directory = Path(env["VTOP_STATE_DIR"])
     options = TuneOptions(
         load_rules(), directory, storm_load, window_s=15.0, warmup=lambda url: warm_up(url, 16)
     )
-    kept = await tune(state, options)
-    assert kept.finding is not None and kept.finding.rule.id == "M1", kept.problem
-    assert kept.before is not None and kept.after is not None and not kept.rolled_back, kept
-    assert (kept.before.preemptions_per_s or 0) > 0.1
-    assert (kept.after.preemptions_per_s or 0) <= 0.02, kept.after
-    before_tok_s, after_tok_s = (
-        kept.before.generation_tokens_per_s,
-        kept.after.generation_tokens_per_s,
-    )
-    assert before_tok_s and after_tok_s and after_tok_s >= 0.9 * before_tok_s, (
-        kept.before,
-        kept.after,
-    )
-    worse = await worsen(kept, options)
-    assert worse.rolled_back and worse.verdict is not None and not worse.verdict.improved
-    assert worse.state.argv == kept.state.argv and healthy(worse.state.url)
+    tuned = await tune(state, options)
+    assert tuned.finding is not None and tuned.finding.rule.id == "M1", tuned.problem
+    assert tuned.before is not None and tuned.after is not None and tuned.verdict is not None
+    assert (tuned.before.preemptions_per_s or 0) > 0.1
+    assert (tuned.after.preemptions_per_s or 0) <= 0.02, tuned.after
+    before_tok_s = tuned.before.generation_tokens_per_s or 0.0
+    after_tok_s = tuned.after.generation_tokens_per_s or 0.0
+    assert tuned.rolled_back == (after_tok_s < 0.9 * before_tok_s), (tuned.before, tuned.after)
+    good_argv = tuned.state.argv
+    if not tuned.rolled_back:
+        tuned = await worsen(tuned, options)
+        assert tuned.verdict is not None and not tuned.verdict.improved
+    assert tuned.rolled_back and healthy(tuned.state.url) and tuned.state.argv == good_argv
     audit = (directory / "audit.log").read_text()
-    assert audit.count('"action": "apply"') == 1 and '"action": "rollback"' in audit
-    return worse.state
+    assert '"action": "apply"' in audit and '"action": "rollback"' in audit
+    return tuned.state
 
 
 async def worsen(kept: TuneResult, options: TuneOptions) -> TuneResult:
