@@ -9,7 +9,7 @@ from typing import ClassVar
 from textual import on
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
-from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
+from textual.containers import Grid, Horizontal, Vertical
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Footer, OptionList
@@ -27,6 +27,7 @@ from vtop.ui.explain import HELP, diagnosis_text, explain
 from vtop.ui.messages import FramesReady
 from vtop.ui.screens.text_screen import TextScreen
 from vtop.ui.widgets.banner import Banner
+from vtop.ui.widgets.chart_scroll import ChartScroll
 from vtop.ui.widgets.event_log import EventLog
 from vtop.ui.widgets.findings import FindingsPanel
 from vtop.ui.widgets.gpu_panel import GpuPanel
@@ -108,7 +109,7 @@ class VtopApp(App[int]):
         yield Header(id="header")
         yield Banner(id="banner")
         with Horizontal(id="body"):
-            with VerticalScroll(id="charts"), Grid(id="chart-grid"):
+            with ChartScroll(id="charts"), Grid(id="chart-grid"):
                 yield TimeChart(CHARTS[0])
                 yield TimeChart(CHARTS[1])
                 yield TimeChart(CHARTS[2])
@@ -155,6 +156,13 @@ class VtopApp(App[int]):
             self.session.ingest(frame)
         self.refresh_views()
 
+    @on(ChartScroll.Scrolled)
+    def redraw_charts(self) -> None:
+        """Charts that scrolled into view get the current data."""
+        screen, view = self.dashboard, self.view
+        if screen is not None and view is not None:
+            views.draw_charts(self, screen, view, self.session.now or self.clock())
+
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """A failed poll becomes a banner, never a traceback."""
         screen = self.dashboard
@@ -178,7 +186,7 @@ class VtopApp(App[int]):
         if screen is None or not screen.is_mounted:
             return
         now = self.session.now if self.session.now is not None else self.clock()
-        screen.query_one(Header).update(views.header_text(self, now))
+        screen.query_one(Header).show(views.header_text(self, now))
         if self.paused and not even_paused:
             return
         screen.query_one(Banner).say(views.banner_text(self, now))

@@ -107,18 +107,18 @@ def no_finding(view: TargetView | None) -> str:
 
 
 def draw_charts(app: VtopApp, screen: Screen[object], view: TargetView, now: float) -> None:
-    """Redraw every visible chart."""
+    """Redraw the charts on screen (scrolling into view redraws the others)."""
     first = view.history[0][0] if view.history else now
     span = max(min(app.settings.history_s, now - first), app.interval)
     marks = mark_offsets(app.session.marks, view.target, now, span)
     for chart in screen.query(TimeChart):
-        if chart.display:
+        if chart.display and chart.is_on_screen:
             spec = chart.spec
             lines = [line_points(view.history, line, now, span) for line in spec.lines]
             limit = view.config.number(spec.limit) if spec.limit else None
             chart.show(lines, span, chart_title(spec.title, view), limit, marks)
     histogram = screen.query_one(TtftHistogram)
-    if histogram.display:
+    if histogram.display and histogram.is_on_screen:
         draw_histogram(histogram, app.session, view, now, app.settings.window_s)
 
 

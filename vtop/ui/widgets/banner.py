@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from textual.widgets import Static
 
+from vtop.ui.widgets.quiet import changed
+
 
 class Banner(Static):
     """Says what is wrong with the data and what vtop does about it."""
@@ -15,5 +17,6 @@ class Banner(Static):
 
     def say(self, text: str | None) -> None:
         """Show `text`, or hide when None."""
-        self.set_class(text is not None, "-shown")
-        self.update(text or "")
+        if changed(self, text):
+            self.set_class(text is not None, "-shown")
+            self.update(text or "")

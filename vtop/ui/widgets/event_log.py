@@ -9,6 +9,7 @@ from textual.widgets import Static
 
 from vtop.core.session import Mark
 from vtop.ui.format import clock_time
+from vtop.ui.widgets.quiet import changed
 
 STYLES = {"finding": "bold", "cleared": "dim", "restart": "reverse", "applied": "reverse"}
 
@@ -22,8 +23,11 @@ class EventLog(Static):
 
     def show(self, marks: Iterable[Mark], limit: int = 50) -> None:
         """Render the newest `limit` marks."""
+        newest = tuple(list(marks)[-limit:])
+        if not changed(self, newest):
+            return
         text = Text()
-        for mark in list(marks)[-limit:][::-1]:
+        for mark in newest[::-1]:
             text.append(f"{clock_time(mark.timestamp)} ", style="dim")
             text.append(f"{mark.text}\n", style=STYLES.get(mark.kind, ""))
         self.update(text if text else Text("no events yet", style="dim"))

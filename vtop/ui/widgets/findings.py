@@ -9,6 +9,7 @@ from textual.widgets.option_list import Option
 from vtop.core.engine import Finding, Triage
 from vtop.core.session import short_key
 from vtop.report import flag_diff
+from vtop.ui.widgets.quiet import changed
 
 SEVERITY_STYLE = {"critical": "bold reverse", "warning": "bold", "info": "dim"}
 
@@ -45,6 +46,10 @@ class FindingsPanel(OptionList):
     def show(self, triage: Triage | None, reason: str | None = None) -> None:
         """Replace the list, keeping the highlighted finding when it is still there."""
         findings = list(triage.findings) if triage is not None else []
+        texts = tuple(finding_prompt(f, is_primary(i, f)).plain for i, f in enumerate(findings))
+        if not changed(self, (texts, reason if not findings else None)):
+            self.findings = findings
+            return
         if [f.key for f in findings] == [f.key for f in self.findings] and findings:
             self.findings = findings
             for index, finding in enumerate(findings):

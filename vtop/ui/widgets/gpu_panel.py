@@ -8,6 +8,7 @@ from textual.widgets import Static
 
 from vtop.core.frame import GpuSnapshot, GpuState
 from vtop.ui.format import gpu_row, gpu_users
+from vtop.ui.widgets.quiet import changed
 
 COLUMNS = ("GPU", "util", "mem", "power", "temp", "SM", "throttle")
 
@@ -21,6 +22,8 @@ class GpuPanel(Static):
 
     def show(self, snapshot: GpuSnapshot | None, vllm_pids: frozenset[int] = frozenset()) -> None:
         """Render the latest snapshot."""
+        if not changed(self, (snapshot, vllm_pids)):
+            return
         if snapshot is None:
             self.update(Text("No GPU readings (none taken yet, or none recorded)", style="dim"))
         elif snapshot.state is GpuState.NO_GPU:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from textual.widgets import Static
 
+from vtop.ui.widgets.quiet import changed
+
 
 class Header(Static):
     """Shows what vtop is watching and how fresh the data is."""
@@ -11,3 +13,8 @@ class Header(Static):
     DEFAULT_CSS = """
     Header { height: 1; background: $primary-background; }
     """
+
+    def show(self, text: str) -> None:
+        """Replace the line if it changed."""
+        if changed(self, text):
+            self.update(text)

@@ -9,6 +9,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from vtop.core.startup_failures import StartupFailure, explain_failure
+from vtop.ui.widgets.quiet import changed
 
 SHOWN_LINES = 200
 ACCESS_LINE = re.compile(r'"(GET|POST|PUT|DELETE) /\S* HTTP/[\d.]+" \d{3}')
@@ -34,7 +35,7 @@ class LogPanel(Static):
 
     def show(self, lines: Sequence[str], exited: bool) -> None:
         """Render the tail; after an exit, the failure line and what it means come first."""
-        if not lines:
+        if not lines or not changed(self, (len(lines), lines[-1], exited)):
             return
         self.display = True
         recent = list(lines)[-SHOWN_LINES:]

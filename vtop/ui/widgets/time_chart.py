@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from textual_plotext import PlotextPlot
-from textual_plotext.plot import Plot
 
 from vtop.ui.chart_data import ChartSpec
 from vtop.ui.widgets import plotting  # noqa: F401  (deterministic plotext)
@@ -33,7 +32,9 @@ class TimeChart(PlotextPlot):
         marks: Sequence[float] = (),
     ) -> None:
         """Replace the plotted data and redraw."""
-        self._plot = plt = Plot()  # fresh: plotext keeps layout state between builds
+        plt = self.plt
+        plt.clear_data()
+        plt.clear_figure()
         self.border_title = title
         for offset in marks:
             plt.vline(offset, "red")

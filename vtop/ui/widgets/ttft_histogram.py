@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 from textual_plotext import PlotextPlot
-from textual_plotext.plot import Plot
 
 from vtop.ui.widgets import plotting  # noqa: F401  (deterministic plotext)
 
@@ -29,9 +28,11 @@ class TtftHistogram(PlotextPlot):
         self._draw()
 
     def _draw(self) -> None:
-        """Bars at 1..n, as many bucket labels as fit; a fresh plot (plotext keeps layout state)."""
+        """Bars at 1..n with as many bucket labels as fit (chosen here, not by plotext)."""
         labels, counts, marked = self._bars
-        self._plot = plt = Plot()
+        plt = self.plt
+        plt.clear_data()
+        plt.clear_figure()
         if counts and sum(counts) > 0:
             positions = [float(i) for i in range(1, len(counts) + 1)]
             plt.bar(positions, counts, marker="sd")
