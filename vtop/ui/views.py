@@ -111,14 +111,15 @@ def draw_charts(app: VtopApp, screen: Screen[object], view: TargetView, now: flo
     first = view.history[0][0] if view.history else now
     span = max(min(app.settings.history_s, now - first), app.interval)
     marks = mark_offsets(app.session.marks, view.target, now, span)
+    visible = screen.query_one("#charts").region
     for chart in screen.query(TimeChart):
-        if chart.display and chart.is_on_screen:
+        if chart.display and chart.region.overlaps(visible):
             spec = chart.spec
             lines = [line_points(view.history, line, now, span) for line in spec.lines]
             limit = view.config.number(spec.limit) if spec.limit else None
             chart.show(lines, span, chart_title(spec.title, view), limit, marks)
     histogram = screen.query_one(TtftHistogram)
-    if histogram.display and histogram.is_on_screen:
+    if histogram.display and histogram.region.overlaps(visible):
         draw_histogram(histogram, app.session, view, now, app.settings.window_s)
 
 

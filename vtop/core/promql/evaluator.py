@@ -71,6 +71,9 @@ class Context:
     target: str
     now: float
     config: Mapping[str, float | None] = field(default_factory=dict)
+    memo: dict[Expr, Value] = field(default_factory=dict)
+    """Function and aggregation results of this evaluation (rules share many subexpressions).
+    Values are never mutated after they are made, so sharing them is safe."""
 
 
 def evaluate(expr: Expr, context: Context) -> Value:
@@ -81,10 +84,11 @@ def evaluate(expr: Expr, context: Context) -> Value:
         return _map(evaluate(expr.expr, context), operator.neg)
     if isinstance(expr, Selector):
         return _instant(expr, context)
-    if isinstance(expr, Call):
-        return _call(expr, context)
-    if isinstance(expr, Aggregate):
-        return _aggregate(expr, context)
+    if isinstance(expr, Call | Aggregate):
+        if expr not in context.memo:
+            call = _call if isinstance(expr, Call) else _aggregate
+            context.memo[expr] = call(expr, context)  # type: ignore[arg-type]
+        return context.memo[expr]
     return _binary(expr, context)
 
 

@@ -47,6 +47,10 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+RETRY_EVERY = 60
+"""Reads between attempts to load NVML when it is missing (a driver rarely appears mid-run)."""
+
+
 class NvmlSource:
     """Reads all GPUs; construct once, call `read()` every tick."""
 
@@ -55,11 +59,16 @@ class NvmlSource:
         self._nvml = nvml
         self._started = False
         self._state_message = ""
+        self._reads_until_retry = 0
 
     def _start(self) -> bool:
-        """Load and initialise NVML once; remember why it failed."""
+        """Load and initialise NVML; after a failure, try again only every RETRY_EVERY reads."""
         if self._started:
             return True
+        if self._reads_until_retry > 0:
+            self._reads_until_retry -= 1
+            return False
+        self._reads_until_retry = RETRY_EVERY
         try:
             self._nvml = self._nvml or importlib.import_module("pynvml")
             self._nvml.nvmlInit()
