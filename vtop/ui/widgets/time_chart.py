@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from textual_plotext import PlotextPlot
@@ -40,12 +41,17 @@ class TimeChart(PlotextPlot):
             plt.vline(offset, "red")
         if limit is not None:
             plt.hline(limit, "yellow")
+        step = max(1, math.ceil(max((len(xs) for xs, _ in lines), default=0) / self._dots()))
         for (xs, ys), spec, marker in zip(lines, self.spec.lines, MARKERS, strict=False):
             if xs:
-                plt.plot(xs, ys, label=spec.label, marker=marker)
+                plt.plot(xs[::-step][::-1], ys[::-step][::-1], label=spec.label, marker=marker)
         plt.xlim(-span, 0)
         known = [y for _, ys in lines for y in ys] + ([limit] if limit is not None else [])
         top = self.spec.y_max or max([*known, MIN_TOP]) * 1.15
         plt.ylim(0, top)
         plt.xlabel("s")
         self.refresh()
+
+    def _dots(self) -> int:
+        """Points the plot area can show across (braille: two per column)."""
+        return max(20, 2 * (self.size.width - 10))
