@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -61,84 +62,32 @@ def monitor_main(argv: list[str]) -> int:
         return 0
 
 
-def bench_main(argv: list[str]) -> int:
-    """`vtop bench`: the load generator."""
-    from vtop.bench_cli import bench_main as run
-
-    return run(argv)
+SERVE_COMMANDS = ("serve", "ps", "stop", "attach", "tune")
 
 
-def diagnose_main(argv: list[str]) -> int:
-    """`vtop diagnose`: one-shot triage."""
-    from vtop.diagnose_cli import diagnose_main as run
-
-    return run(argv)
-
-
-def rules_main(argv: list[str]) -> int:
-    """`vtop rules`: check, test and export rules."""
-    from vtop.diagnose_cli import rules_main as run
-
-    return run(argv)
-
-
-def record_main(argv: list[str]) -> int:
-    """`vtop record`: flight recorder."""
-    from vtop.record_cli import record_main as run
-
-    return run(argv)
-
-
-def replay_main(argv: list[str]) -> int:
-    """`vtop replay`: the dashboard on a recording."""
-    from vtop.dashboard_cli import replay_main as run
-
-    return run(argv)
-
-
-def demo_main(argv: list[str]) -> int:
-    """`vtop demo`: the dashboard on the recording shipped with vtop."""
-    from vtop.dashboard_cli import demo_main as run
-
-    return run(argv)
-
-
-def bundle_main(argv: list[str]) -> int:
-    """`vtop bundle`: an incident tarball."""
-    from vtop.bundle_cli import bundle_main as run
-
-    return run(argv)
-
-
-def _serve_command(name: str) -> Command:
-    """A `vtop serve` family command, imported when used."""
+def lazy(module: str, function: str) -> Command:
+    """A subcommand whose module is imported only when it runs (keeps `vtop --help` fast)."""
 
     def run(argv: list[str]) -> int:
-        from vtop import serve_cli
-
-        main_of: Command = getattr(serve_cli, f"{name}_main")
+        main_of: Command = getattr(importlib.import_module(module), function)
         return main_of(argv)
 
     return run
 
 
-def kv_main(argv: list[str]) -> int:
-    """`vtop kv`: KV-cache calculator."""
-    from vtop.kv_cli import kv_main as run
-
-    return run(argv)
-
-
 COMMANDS: dict[str, Command] = {
-    "bench": bench_main,
-    "diagnose": diagnose_main,
-    "rules": rules_main,
-    "kv": kv_main,
-    "record": record_main,
-    "replay": replay_main,
-    "demo": demo_main,
-    "bundle": bundle_main,
-    **{name: _serve_command(name) for name in ("serve", "ps", "stop", "attach", "tune")},
+    "bench": lazy("vtop.bench_cli", "bench_main"),
+    "diagnose": lazy("vtop.diagnose_cli", "diagnose_main"),
+    "rules": lazy("vtop.diagnose_cli", "rules_main"),
+    "kv": lazy("vtop.kv_cli", "kv_main"),
+    "record": lazy("vtop.record_cli", "record_main"),
+    "replay": lazy("vtop.dashboard_cli", "replay_main"),
+    "demo": lazy("vtop.dashboard_cli", "demo_main"),
+    "bundle": lazy("vtop.bundle_cli", "bundle_main"),
+    **{
+        name: lazy("vtop.serve_cli", f"{name}_main")
+        for name in ("serve", "ps", "stop", "attach", "tune")
+    },
 }
 
 

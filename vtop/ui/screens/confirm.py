@@ -6,9 +6,9 @@ from typing import ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Static
+
+from vtop.ui.screens.text_screen import framed
 
 
 class ConfirmScreen(ModalScreen[bool]):
@@ -32,11 +32,7 @@ class ConfirmScreen(ModalScreen[bool]):
         self.body = body
 
     def compose(self) -> ComposeResult:
-        scroll = VerticalScroll()
-        scroll.border_title = self.title_text
-        scroll.border_subtitle = "y / Enter: do it   n / Esc: cancel"
-        with scroll:
-            yield Static(self.body, id="confirm-body")
+        yield framed(self.title_text, "y / Enter: do it   n / Esc: cancel", self.body)
 
     def action_answer(self, yes: bool) -> None:
         """Close with the answer."""

@@ -12,6 +12,14 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 
+def framed(title: str, subtitle: str, body: str | Text) -> VerticalScroll:
+    """Scrollable text in a titled frame (the body of every modal screen)."""
+    scroll = VerticalScroll(Static(body, classes="modal-body"))
+    scroll.border_title = title
+    scroll.border_subtitle = subtitle
+    return scroll
+
+
 class TextScreen(ModalScreen[None]):
     """Scrollable text; Esc, q or the key that opened it closes it."""
 
@@ -33,11 +41,7 @@ class TextScreen(ModalScreen[None]):
         self.body = body
 
     def compose(self) -> ComposeResult:
-        scroll = VerticalScroll()
-        scroll.border_title = self.title_text
-        scroll.border_subtitle = "Esc to close"
-        with scroll:
-            yield Static(self.body, id="text-body")
+        yield framed(self.title_text, "Esc to close", self.body)
 
     def action_scroll(self, lines: int) -> None:
         """Scroll the text."""
