@@ -12,10 +12,12 @@ from vtop.core.bench import BenchConfig, Lengths
 from vtop.core.process import (
     ProcessError,
     ServerState,
+    forget,
     is_alive,
     keep_reaped,
     load_states,
     managed,
+    port_of,
     start,
     state_dir,
     stop,
@@ -65,8 +67,6 @@ def serve_main(argv: list[str]) -> int:
     args = serve_parser().parse_args(own)
     command = shlex.split(args.command) + vllm_args
     env = dict(item.split("=", 1) for item in args.env)
-    from vtop.core.process import port_of
-
     name = args.name or f"vllm-{port_of(command)}"
     if running(name) is not None:
         print(f"vtop serve: {name} is already running; `vtop attach {name}`", file=sys.stderr)
@@ -157,8 +157,6 @@ def stop_main(argv: list[str]) -> int:
     if state is None:
         return 2
     print(stop(state, args.timeout))
-    from vtop.core.process import forget
-
     forget(state, state_dir())
     return 0
 
