@@ -1,6 +1,7 @@
 """A stand-in server process for the dashboard's apply flow: /health and a storm's /metrics.
 
-Run as `python tests/metrics_process.py --port N [any vLLM flags]`; counters grow with time.
+Run as `python tests/metrics_process.py --port N [any vLLM flags]`; counters grow continuously
+with time, so a rate measured over any window is the same (a restart changes nothing it serves).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ class Handler(BaseHTTPRequestHandler):
     """Serves the storm exposition at the current second."""
 
     def do_GET(self) -> None:
-        t = int(time.time() - STARTED) + 1
+        t = time.time() - STARTED + 1
         body = STORM_TICK.format(
             p=3 * t, g=300 * t, n=t, ps=96 * t, gs=300 * t, cache_labels=CACHE_LABELS
         )

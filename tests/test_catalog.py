@@ -33,6 +33,9 @@ def test_cache_config_from_real_scrape() -> None:
     assert config.prefix_caching is True
     assert config.gpu_memory_utilization == 0.92
     assert total_capacity_tokens([config]) == 1024
+    assert config.num_gpu_blocks_override == 8 and config.kv_cache_memory_bytes == 1024**3
+    [idle] = cache_configs(ExpositionParser().parse(fixture("idle")).samples)
+    assert idle.num_gpu_blocks_override == 0  # reported as "None": not set
 
 
 def test_capacity_falls_back_to_blocks_times_block_size_and_none_is_unknown() -> None:
@@ -42,3 +45,4 @@ def test_capacity_falls_back_to_blocks_times_block_size_and_none_is_unknown() ->
     unknown = cache_config_from_labels({"num_gpu_blocks": "None", "block_size": "16"})
     assert unknown.kv_capacity_tokens is None
     assert total_capacity_tokens([old, unknown]) is None
+    assert old.num_gpu_blocks_override is None  # not reported at all: unknown, not "unset"

@@ -133,6 +133,17 @@ def test_config_from_real_startup_log_and_scrape() -> None:
     metrics = config.pseudo_metrics()
     assert metrics["vtop:kv_capacity_tokens"] == 1024 and metrics["vtop:prefix_caching"] == 1.0
     assert metrics["vtop:max_num_batched_tokens"] is None  # not logged on this build: unknown
+    assert metrics["vtop:num_gpu_blocks_override"] == 8  # this server pins its KV pool
+    assert metrics["vtop:kv_cache_fp8"] == 0.0
+
+
+def test_kv_pool_settings_default_to_unset_once_anything_is_known() -> None:
+    fp8 = assemble(argv="vllm serve m --kv-cache-dtype fp8_e4m3").pseudo_metrics()
+    assert fp8["vtop:kv_cache_fp8"] == 1.0 and fp8["vtop:num_gpu_blocks_override"] == 0.0
+    assert fp8["vtop:kv_cache_memory_bytes"] == 0.0
+    pinned = assemble(argv="vllm serve m --num-gpu-blocks-override 512").pseudo_metrics()
+    assert pinned["vtop:num_gpu_blocks_override"] == 512
+    assert assemble().pseudo_metrics()["vtop:num_gpu_blocks_override"] is None
 
 
 def test_argv_forms_and_precedence() -> None:

@@ -7,8 +7,11 @@ import math
 import pytest
 
 from tests.frames import TARGET, frame_from_text
+from vtop.core.promql.ast import Expr
 from vtop.core.promql.evaluator import Context, EvaluationError, UnknownValueError, evaluate
 from vtop.core.promql.parser import PromQLError, parse
+from vtop.core.promql.printer import for_prometheus, to_text
+from vtop.core.rules import load_rules
 from vtop.core.store import Store
 
 TEXT = """# TYPE vllm:num_requests_running gauge
@@ -100,6 +103,15 @@ def test_config_values_are_scalars_and_unknown_ones_raise(store: Store) -> None:
     )
 
 
+def test_or_holds_when_its_left_side_does_whatever_an_unknown_right_side_needs(
+    store: Store,
+) -> None:
+    held = run(store, "vllm:num_requests_running > 7 or vtop:max_num_seqs > 1", max_num_seqs=None)
+    assert held == {(("engine", "1"), ("model_name", "m")): 8.0}
+    with pytest.raises(UnknownValueError, match="vtop:max_num_seqs"):
+        run(store, "vllm:num_requests_running > 70 or vtop:max_num_seqs > 1", max_num_seqs=None)
+
+
 def test_division_by_zero_follows_prometheus(store: Store) -> None:
     assert run(store, "1 / 0") == math.inf
     assert math.isnan(float(run(store, "0 / 0")))  # type: ignore[arg-type]
@@ -124,3 +136,28 @@ def test_parse_errors_name_the_problem(source: str, message: str) -> None:
 def test_many_to_many_matching_is_an_error(store: Store) -> None:
     with pytest.raises(EvaluationError, match="many-to-many"):
         run(store, "vllm:num_requests_running + ignoring (engine) vllm:num_requests_running")
+
+
+def every_rule_expression() -> list[Expr]:
+    """Conditions, evidence and suggestion values of every shipped rule."""
+    found: list[Expr] = []
+    for rule in load_rules():
+        found += [rule.expr, *rule.evidence.values()]
+        for suggestion in rule.suggestions:
+            found += [e for e in (suggestion.current, suggestion.proposed, suggestion.when) if e]
+    return found
+
+
+def test_printed_expressions_parse_back_to_the_same_tree() -> None:
+    for expr in every_rule_expression():
+        assert parse(to_text(expr)) == expr, to_text(expr)
+    odd = 'sum without (a) (rate(x{b!~"c.*"}[90s] offset 1h)) > bool on (d) -y ^ 2'
+    assert parse(to_text(parse(odd))) == parse(odd)
+
+
+def test_prometheus_gets_the_condition_without_branches_only_vtop_can_evaluate() -> None:
+    stricter = for_prometheus(parse("a > 1 and (b > 0.9 or b >= 1 - vtop:x)"))
+    assert stricter is not None and to_text(stricter) == "(a > 1) and (b > 0.9)"
+    assert for_prometheus(parse("a unless (b or vtop:x > 1)")) is None  # would alert more
+    assert for_prometheus(parse("a > vtop:max_num_seqs")) is None
+    assert for_prometheus(parse("nvml:gpu_util < 0.5 or a")) == parse("a")

@@ -7,11 +7,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.frames import frame_from_text
+from tests.test_diagnose import CACHE_LABELS, STORM_TICK
 from tests.test_session import storm
 from vtop.core.diagnose import DiagnoseOptions, diagnose_frames
 from vtop.core.engine import Finding, ProposedChange
+from vtop.core.frame import Frame
 from vtop.core.rules import load_rules
-from vtop.core.tuning import Measurement, apply_change, argv_diff, audit, judge
+from vtop.core.store import Store
+from vtop.core.tuning import Measurement, apply_change, argv_diff, audit, judge, measure
 
 ARGV = ["vllm", "serve", "./m", "--max-num-seqs", "16", "--no-enable-prefix-caching", "--port=9"]
 
@@ -67,6 +71,44 @@ def test_judge_uses_the_findings_target_metric_and_errors() -> None:
     assert not noise.improved
     unmeasured = judge(finding, figures(2.5, 300), Measurement(None, None, None, None, None))
     assert not unmeasured.improved
+
+
+def noisy(before: float, after: float, noise: float) -> tuple[Measurement, Measurement]:
+    spread = {"preemptions_per_s": noise}
+    return (
+        Measurement(before, 10.0, 1.0, 20.0, 300, noise=spread),
+        Measurement(after, 10.0, 1.0, 20.0, 300, noise=spread),
+    )
+
+
+def test_a_change_smaller_than_the_noise_is_not_an_improvement() -> None:
+    finding = m1()
+    within = judge(finding, *noisy(3.0, 2.0, 0.5))
+    assert not within.improved and "within the noise" in within.reason
+    assert judge(finding, *noisy(3.0, 0.5, 0.5)).improved
+
+
+def tick(t: int, waiting: int) -> Frame:
+    """A storm scrape at second t with the given number of waiting requests."""
+    text = STORM_TICK.format(
+        p=3 * t, g=300 * t, n=t, ps=96 * t, gs=300 * t, cache_labels=CACHE_LABELS
+    )
+    return frame_from_text(float(t), text.replace("} 10\n", f"}} {waiting}\n", 1))
+
+
+def measured(frames: list[Frame]) -> Measurement:
+    store = Store()
+    for frame in frames:
+        store.ingest(frame)
+    return measure(store, frames[0].scrapes[0].target, frames[-1].timestamp, 30.0)
+
+
+def test_measure_estimates_noise_from_the_spread_across_the_window() -> None:
+    steady = measured([tick(t, 10) for t in range(31)])
+    assert steady.waiting == pytest.approx(10) and steady.preemptions_per_s == pytest.approx(3)
+    assert steady.noise["waiting"] == pytest.approx(0) and steady.noise["preemptions_per_s"] < 0.01
+    bursty = measured([tick(t, 0 if (t // 5) % 2 else 20) for t in range(31)])
+    assert bursty.noise["waiting"] > 2 and bursty.noise["preemptions_per_s"] < 0.01
 
 
 def test_audit_log_is_json_lines(tmp_path: Path) -> None:

@@ -98,12 +98,13 @@ def export_rules(rules: list[Rule]) -> dict[str, Any]:
     """Rules that use only real vLLM metrics, as a Prometheus alerting-rules document."""
     groups: dict[str, list[dict[str, Any]]] = {}
     for rule in rules:
-        if not rule.uses_only_vllm_metrics():
+        expr = rule.prometheus_expr()
+        if expr is None:
             continue
         groups.setdefault(rule.phase, []).append(
             {
                 "alert": "vtop_" + rule.id.replace("-", "_"),
-                "expr": " ".join(rule.expr_text.split()),
+                "expr": expr,
                 "for": f"{int(rule.for_s)}s",
                 "labels": {"severity": rule.severity, "phase": rule.phase},
                 "annotations": {"summary": rule.title, "source": rule.source or rule.path},

@@ -23,6 +23,8 @@ class CacheConfig:
     cache_dtype: str | None
     max_concurrency: float | None
     kv_cache_memory_bytes: int | None
+    num_gpu_blocks_override: int | None = None
+    """0 when the server reports it unset ("None"); None when it does not report it."""
 
 
 def _int(value: str | None) -> int | None:
@@ -38,6 +40,13 @@ def _bool(value: str | None) -> bool | None:
     if value in ("False", "false"):
         return False
     return None
+
+
+def _unset_is_zero(labels: dict[str, str], name: str) -> int | None:
+    """An optional integer setting: 0 when reported as "None", None when not reported."""
+    if labels.get(name) == "None":
+        return 0
+    return _int(labels.get(name))
 
 
 def capacity_tokens(labels: dict[str, str]) -> int | None:
@@ -62,7 +71,8 @@ def cache_config_from_labels(labels: dict[str, str]) -> CacheConfig:
         prefix_caching=_bool(labels.get("enable_prefix_caching")),
         cache_dtype=labels.get("cache_dtype"),
         max_concurrency=optional_float(labels.get("kv_cache_max_concurrency")),
-        kv_cache_memory_bytes=_int(labels.get("kv_cache_memory_bytes")),
+        kv_cache_memory_bytes=_unset_is_zero(labels, "kv_cache_memory_bytes"),
+        num_gpu_blocks_override=_unset_is_zero(labels, "num_gpu_blocks_override"),
     )
 
 

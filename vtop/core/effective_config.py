@@ -45,10 +45,13 @@ def add_kv_bytes_per_token(config: ServerConfig) -> None:
         return
     shape = ModelShape.from_path(Path(model))
     kv_dtype = config.get("kv_cache_dtype")
-    per_token = bytes_per_token(
-        shape,
-        kv_dtype if isinstance(kv_dtype, str) else "auto",
-        int(config.number("tensor_parallel_size") or 1),
-        int(config.number("pipeline_parallel_size") or 1),
-    )
+    try:
+        per_token = bytes_per_token(
+            shape,
+            kv_dtype if isinstance(kv_dtype, str) else "auto",
+            int(config.number("tensor_parallel_size") or 1),
+            int(config.number("pipeline_parallel_size") or 1),
+        )
+    except ValueError:
+        return
     config.settings["kv_bytes_per_token"] = Setting(per_token, "model config.json")

@@ -167,8 +167,23 @@ class Engine:
             name: _safe_value(expr, context, labels) for name, expr in rule.evidence.items()
         }
         diagnosis = _Formatter().format(rule.diagnosis, **evidence)
-        changes = tuple(_change(s, context, labels) for s in rule.suggestions)
+        changes = tuple(
+            _change(s, context, labels) for s in rule.suggestions if _offered(s, context, labels)
+        )
         return Finding(rule, labels, since, evidence, diagnosis, changes)
+
+
+def _offered(suggestion: Suggestion, context: Context, labels: Labels) -> bool:
+    """Whether a suggestion's `when` holds; one that cannot be evaluated is not offered."""
+    if suggestion.when is None:
+        return True
+    try:
+        value = evaluate(suggestion.when, context)
+    except EvaluationError:
+        return False
+    if isinstance(value, dict):
+        return labels in value or (len(value) == 1 and () in value)
+    return bool(value) and not math.isnan(value)
 
 
 def _safe_value(expr: Expr, context: Context, labels: Labels) -> float | None:

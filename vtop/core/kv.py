@@ -26,6 +26,8 @@ DTYPE_BYTES = {
     "fp8": 1,
     "fp8_e4m3": 1,
     "fp8_e5m2": 1,
+    "fp8_inc": 1,
+    "fp8_ds_mla": 1,
     "int8": 1,
 }
 GIB = 1024**3

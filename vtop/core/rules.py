@@ -9,8 +9,9 @@ from pathlib import Path
 
 import yaml
 
-from vtop.core.promql.ast import Expr, selectors
+from vtop.core.promql.ast import Expr
 from vtop.core.promql.parser import PromQLError, parse, parse_duration
+from vtop.core.promql.printer import for_prometheus, to_text
 
 PHASES = ("queue", "memory", "compute", "latency", "config", "gpu", "streaming")
 SEVERITIES = ("info", "warning", "critical")
@@ -27,7 +28,7 @@ RULE_KEYS = {
     "explains",
     "source",
 }
-SUGGESTION_KEYS = {"flag", "current", "proposed", "set", "why", "effect"}
+SUGGESTION_KEYS = {"flag", "when", "current", "proposed", "set", "why", "effect"}
 
 
 def _packaged_rules_dir() -> Path:
@@ -59,6 +60,8 @@ class Suggestion:
     current: Expr | None = None
     proposed: Expr | None = None
     literal: str | None = None
+    when: Expr | None = None
+    """Offered only where this holds (e.g. which setting sizes the KV pool on this server)."""
 
 
 @dataclass(frozen=True)
@@ -80,9 +83,12 @@ class Rule:
     path: str = ""
     line: int = 0
 
-    def uses_only_vllm_metrics(self) -> bool:
-        """True when the condition reads only metrics a Prometheus server has (exportable)."""
-        return not any(s.name.startswith(("vtop:", "nvml:")) for s in selectors(self.expr))
+    def prometheus_expr(self) -> str | None:
+        """The condition as a Prometheus server can evaluate it; None when it needs vtop's data."""
+        exportable = for_prometheus(self.expr)
+        if exportable is None:
+            return None
+        return " ".join(self.expr_text.split()) if exportable == self.expr else to_text(exportable)
 
 
 class _Located:
@@ -265,6 +271,7 @@ def _suggestion(node: yaml.Node, located: _Located, rule_id: str) -> Suggestion 
         if "proposed" in fields
         else None,
         literal=_text(fields["set"]) if "set" in fields else None,
+        when=located.expr(fields["when"], label + " when") if "when" in fields else None,
     )
 
 

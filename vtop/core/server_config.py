@@ -26,7 +26,12 @@ NUMERIC = (
     "kv_bytes_per_token",
     "num_engines",
     "max_concurrency",
+    "num_gpu_blocks_override",
+    "kv_cache_memory_bytes",
+    "kv_cache_fp8",
 )
+UNSET_BY_DEFAULT = ("num_gpu_blocks_override", "kv_cache_memory_bytes")
+"""Settings that are off unless given: 0 once anything about the server is known."""
 FLAG_NAMES = {
     "max_num_seqs": "--max-num-seqs",
     "max_num_batched_tokens": "--max-num-batched-tokens",
@@ -37,6 +42,7 @@ FLAG_NAMES = {
     "pipeline_parallel_size": "--pipeline-parallel-size",
     "data_parallel_size": "--data-parallel-size",
     "num_gpu_blocks_override": "--num-gpu-blocks-override",
+    "kv_cache_memory_bytes": "--kv-cache-memory-bytes",
     "kv_cache_dtype": "--kv-cache-dtype",
     "model": "--model",
 }
@@ -218,6 +224,9 @@ def from_cache_configs(configs: list[CacheConfig]) -> dict[str, Setting]:
         ("gpu_memory_utilization", first.gpu_memory_utilization),
         ("prefix_caching", first.prefix_caching),
         ("max_concurrency", first.max_concurrency),
+        ("num_gpu_blocks_override", first.num_gpu_blocks_override),
+        ("kv_cache_memory_bytes", first.kv_cache_memory_bytes),
+        ("kv_cache_dtype", first.cache_dtype),
     ):
         if value is not None:
             found[name] = Setting(value, "cache_config_info")
@@ -254,4 +263,13 @@ def assemble(
     if argv:
         config.merge(from_argv(argv), overwrite=False)
     config.merge(defaults(gpu_memory_bytes, gpu_name), overwrite=False)
+    if config.settings:
+        config.merge({name: Setting(0, "default (unset)") for name in UNSET_BY_DEFAULT}, False)
+        config.merge(_kv_cache_fp8(config.get("kv_cache_dtype")), overwrite=False)
     return config
+
+
+def _kv_cache_fp8(dtype: Value | None) -> dict[str, Setting]:
+    """vtop:kv_cache_fp8: 1 when the KV cache is already stored in an fp8 format."""
+    text = str(dtype) if dtype is not None else "auto"
+    return {"kv_cache_fp8": Setting(text.startswith("fp8"), "kv_cache_dtype")}

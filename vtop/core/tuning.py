@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import math
+import statistics
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from vtop.core.engine import Finding, ProposedChange
@@ -25,6 +27,8 @@ class Measurement:
     ttft_p99_s: float | None
     generation_tokens_per_s: float | None
     errors: int = 0
+    noise: dict[str, float] = field(default_factory=dict)
+    """Standard error of each figure, from its spread across segments of the window."""
 
 
 @dataclass(frozen=True)
@@ -43,27 +47,60 @@ TARGETS = {
 }
 DEFAULT_TARGET = Target("ttft_p99_s", True)
 MIN_IMPROVEMENT = 0.05
-"""The target figure must move at least this much (noise is not an improvement)."""
+"""The target figure must move at least this share..."""
+NOISE_FACTOR = 2.0
+"""...and by more than this many standard errors of the difference (noise is not an effect)."""
+SEGMENT_S = 5.0
+"""Length of the window segments whose spread estimates the noise."""
+JUDGED = ("preemptions_per_s", "waiting", "ttft_p99_s", "generation_tokens_per_s")
 THROUGHPUT_TOLERANCE = 0.10
 """A fix may cost at most this share of output tokens/s and still be kept."""
 
 
 def measure(store: Store, target: str, now: float, window: float, errors: int = 0) -> Measurement:
-    """The judged figures over a window of the store (gauges averaged over it)."""
+    """The judged figures over a window of the store, with their noise across segments."""
+    figures = _figures(store, target, now, window)
+    return Measurement(
+        figures["preemptions_per_s"],
+        figures["waiting"],
+        figures["kv_usage"],
+        figures["ttft_p99_s"],
+        figures["generation_tokens_per_s"],
+        errors,
+        _noise(store, target, now, window),
+    )
+
+
+def _figures(store: Store, target: str, now: float, window: float) -> dict[str, float | None]:
+    """Rates and gauge averages over one window (gauges averaged, KV as the fullest engine)."""
     summary = summarize(store, target, now, window)
     only = {"instance": target}
     waiting = store.sum_by(store.avg_over_time, "vllm:num_requests_waiting", now, window, only)
     kv = store.sum_by(
         store.avg_over_time, "vllm:kv_cache_usage_perc", now, window, only, ["engine"]
     )
-    return Measurement(
-        summary.preemptions_per_s,
-        waiting.get(()),
-        max(kv.values(), default=None),
-        summary.ttft_p99_s,
-        summary.generation_tokens_per_s,
-        errors,
-    )
+    return {
+        "preemptions_per_s": summary.preemptions_per_s,
+        "waiting": waiting.get(()),
+        "kv_usage": max(kv.values(), default=None),
+        "ttft_p99_s": summary.ttft_p99_s,
+        "generation_tokens_per_s": summary.generation_tokens_per_s,
+    }
+
+
+def _noise(store: Store, target: str, now: float, window: float) -> dict[str, float]:
+    """Standard error of each judged figure: its spread over SEGMENT_S-long segments."""
+    count = int(window // SEGMENT_S)
+    if count < 3:
+        return {}
+    length = window / count
+    segments = [_figures(store, target, now - i * length, length) for i in range(count)]
+    noise: dict[str, float] = {}
+    for name in JUDGED:
+        values = [v for v in (segment[name] for segment in segments) if v is not None]
+        if len(values) >= 3:
+            noise[name] = statistics.stdev(values) / math.sqrt(len(values))
+    return noise
 
 
 def change_argument(change: ProposedChange) -> list[str] | None:
@@ -137,13 +174,22 @@ def judge(finding: Finding, before: Measurement, after: Measurement) -> Verdict:
         )
     if old is None or new is None:
         return Verdict(False, f"{target.metric} not measured before and after")
-    if target.lower_is_better:
-        better = new < old * (1 - MIN_IMPROVEMENT) or new == old == 0
-    else:
-        better = new > old * (1 + MIN_IMPROVEMENT)
-    if better:
-        return Verdict(True, f"{target.metric} {old:.3g} -> {new:.3g}")
+    gain = old - new if target.lower_is_better else new - old
+    margin = _margin(before, after, target.metric)
+    moved = f"{target.metric} {old:.3g} -> {new:.3g}"
+    if new == old == 0 and target.lower_is_better:
+        return Verdict(True, moved)
+    if gain > abs(old) * MIN_IMPROVEMENT and gain > margin:
+        return Verdict(True, moved)
+    if gain > abs(old) * MIN_IMPROVEMENT:
+        return Verdict(False, f"{moved} is within the noise (+/- {margin:.3g})")
     return Verdict(False, f"{target.metric} did not improve: {old:.3g} -> {new:.3g}")
+
+
+def _margin(before: Measurement, after: Measurement, metric: str) -> float:
+    """NOISE_FACTOR standard errors of the before/after difference (0 when unmeasured)."""
+    spread = math.hypot(before.noise.get(metric, 0.0), after.noise.get(metric, 0.0))
+    return NOISE_FACTOR * spread
 
 
 def _throughput_loss(before: Measurement, after: Measurement) -> float | None:

@@ -287,7 +287,10 @@ def _signature(labels: Labels, binary: Binary) -> Labels:
 
 def _binary(binary: Binary, context: Context) -> Value:
     """Arithmetic, comparisons and set operations."""
-    left, right = evaluate(binary.left, context), evaluate(binary.right, context)
+    left = evaluate(binary.left, context)
+    right = _or_operand(binary, left, context) if binary.op == "or" else None
+    if right is None:
+        right = evaluate(binary.right, context)
     if binary.op in ("and", "or", "unless"):
         return _set_operation(binary, left, right)
     if isinstance(left, float) and isinstance(right, float):
@@ -295,6 +298,20 @@ def _binary(binary: Binary, context: Context) -> Value:
     if isinstance(left, float) or isinstance(right, float):
         return _vector_scalar(binary, left, right)
     return _vector_pair(binary, left, right)
+
+
+def _or_operand(binary: Binary, left: Value, context: Context) -> Value | None:
+    """The right side of `or`; empty when it needs an unknown setting but the left side holds.
+
+    `a or b` with `a` true is true whatever `b` is, so an unknown `vtop:` value in `b` must not
+    make the whole rule unchecked.
+    """
+    try:
+        return evaluate(binary.right, context)
+    except UnknownValueError:
+        if _as_vector(left):
+            return {}
+        raise
 
 
 def _gate(op: str, left: Value, right: Value) -> Vector:
