@@ -165,7 +165,8 @@ def outlives_vtop(tmux: Tmux, env: dict[str, str]) -> ServerState:
 
 
 async def tune_and_roll_back(state: ServerState, env: dict[str, str]) -> ServerState:
-    """M1's fix stops the preemptions; vtop keeps it only if it cost < 10% tok/s, else rolls back.
+    """M1's fix stops the preemptions; vtop keeps it only if it cost < 10% tok/s and the drop in
+    preemptions is larger than their noise, else rolls back.
 
     On this CPU build the extra concurrency can be worth more than the recomputation it causes,
     so either outcome can be right: the test checks that vtop's decision matches its own
@@ -183,7 +184,9 @@ async def tune_and_roll_back(state: ServerState, env: dict[str, str]) -> ServerS
     assert (tuned.after.preemptions_per_s or 0) <= 0.02, tuned.after
     before_tok_s = tuned.before.generation_tokens_per_s or 0.0
     after_tok_s = tuned.after.generation_tokens_per_s or 0.0
-    assert tuned.rolled_back == (after_tok_s < 0.9 * before_tok_s), (tuned.before, tuned.after)
+    costly = after_tok_s < 0.9 * before_tok_s
+    noisy = "within the noise" in tuned.verdict.reason
+    assert tuned.rolled_back == (costly or noisy), (tuned.before, tuned.after, tuned.verdict)
     good_argv = tuned.state.argv
     if not tuned.rolled_back:
         tuned = await worsen(tuned, options)
