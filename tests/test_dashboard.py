@@ -33,6 +33,7 @@ from vtop.ui.screens.text_screen import TextScreen
 from vtop.ui.widgets.banner import Banner
 from vtop.ui.widgets.findings import FindingsPanel
 from vtop.ui.widgets.header import Header
+from vtop.ui.widgets.time_chart import TimeChart
 
 METRICS_PROCESS = Path(__file__).with_name("metrics_process.py")
 
@@ -284,3 +285,19 @@ async def test_readonly_and_unmanaged_servers_refuse_actions() -> None:
         await pilot.press("r")
         await pilot.pause(0.2)
         assert not isinstance(app.screen, ConfirmScreen)
+
+
+async def test_charts_are_rebuilt_when_a_dot_has_passed_and_forced_by_a_step() -> None:
+    frames = [storm(t) for t in range(40)]
+    app = VtopApp(Settings(), ReplayFeed(frames, speed=0), load_rules(), clock=lambda: 39.0)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await wait_for(pilot, lambda: app.session.now == 39.0)
+        chart = app.query_one("#chart-requests", TimeChart)
+        target = app.view.target if app.view else ""
+        chart.show([([0.0], [1.0])], 60.0, (39.0, target))
+        assert not chart.due(40.0, 60.0, target)  # 1 s later: not even a dot (or 2 s) moved
+        assert chart.due(41.0, 60.0, target) and chart.due(38.0, 60.0, target)  # time went back
+        assert chart.due(40.0, 60.0, "another endpoint")
+        await pilot.press("left_square_bracket", "left_square_bracket", "right_square_bracket")
+        now = app.session.now or 0.0  # one step forward, 1 s: redrawn because the user stepped
+        assert now == 38.0 and not chart.due(now + 1.0, 60.0, target)

@@ -161,7 +161,7 @@ class VtopApp(App[int]):
         """Charts that scrolled into view get the current data."""
         screen, view = self.dashboard, self.view
         if screen is not None and view is not None:
-            views.draw_charts(self, screen, view, self.session.now or self.clock())
+            views.draw_charts(self, screen, view, self.session.now or self.clock(), force=True)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """A failed poll becomes a banner, never a traceback."""
@@ -181,7 +181,8 @@ class VtopApp(App[int]):
         return self.screen_stack[0] if self.screen_stack else None
 
     def refresh_views(self, even_paused: bool = False) -> None:
-        """Push the session's state into the widgets (only the header while paused)."""
+        """Push the session's state into the widgets (only the header while paused; a user's
+        action while paused, like a replay step, redraws everything)."""
         screen = self.dashboard
         if screen is None or not screen.is_mounted:
             return
@@ -194,7 +195,7 @@ class VtopApp(App[int]):
         view = self.view
         full = not self.settings.low_redraw or self.refreshes % LOW_REDRAW_EVERY == 1
         if view is not None and full:
-            views.draw_charts(self, screen, view, now)
+            views.draw_charts(self, screen, view, now, force=even_paused)
         findings = screen.query_one(FindingsPanel)
         findings.show(view.triage if view else None, views.no_finding(view))
         screen.query_one(GpuPanel).show(self.session.gpu, self.vllm_pids)

@@ -106,21 +106,41 @@ def no_finding(view: TargetView | None) -> str:
     return f"No finding: nothing to act on.{extra}"
 
 
-def draw_charts(app: VtopApp, screen: Screen[object], view: TargetView, now: float) -> None:
-    """Redraw the charts on screen (scrolling into view redraws the others)."""
+def draw_charts(
+    app: VtopApp, screen: Screen[object], view: TargetView, now: float, force: bool = False
+) -> None:
+    """Redraw the charts on screen that moved by a dot (scrolling into view forces a redraw).
+
+    A chart changes only when time has moved by one braille dot (span / dots across): between
+    those moments only its title is updated.
+    """
     first = view.history[0][0] if view.history else now
-    span = max(min(app.settings.history_s, now - first), app.interval)
+    span = chart_span(now - first, app.settings.history_s)
     marks = mark_offsets(app.session.marks, view.target, now, span)
     visible = screen.query_one("#charts").region
     for chart in screen.query(TimeChart):
         if chart.display and chart.region.overlaps(visible):
             spec = chart.spec
-            lines = [line_points(view.history, line, now, span) for line in spec.lines]
-            limit = view.config.number(spec.limit) if spec.limit else None
-            chart.show(lines, span, chart_title(spec.title, view), limit, marks)
+            chart.set_title(chart_title(spec.title, view))
+            if force or chart.due(now, span, view.target):
+                lines = [line_points(view.history, line, now, span) for line in spec.lines]
+                limit = view.config.number(spec.limit) if spec.limit else None
+                chart.show(lines, span, (now, view.target), limit, marks)
     histogram = screen.query_one(TtftHistogram)
     if histogram.display and histogram.region.overlaps(visible):
         draw_histogram(histogram, app.session, view, now, app.settings.window_s)
+
+
+SPAN_STEPS_S = (30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0)
+
+
+def chart_span(seen_s: float, history_s: float) -> float:
+    """The x-axis span: the first step that holds what has been seen, at most the history.
+
+    Steps keep the axis labels still while data arrives, and fill the width early on.
+    """
+    step = next((s for s in SPAN_STEPS_S if s >= seen_s), history_s)
+    return min(step, history_s)
 
 
 def chart_title(title: str, view: TargetView) -> str:

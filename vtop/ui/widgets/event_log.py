@@ -30,4 +30,4 @@ class EventLog(Static):
         for mark in newest[::-1]:
             text.append(f"{clock_time(mark.timestamp)} ", style="dim")
             text.append(f"{mark.text}\n", style=STYLES.get(mark.kind, ""))
-        self.update(text if text else Text("no events yet", style="dim"))
+        self.update(text if text else Text("no events yet", style="dim"), layout=False)

@@ -17,4 +17,4 @@ class Header(Static):
     def show(self, text: str) -> None:
         """Replace the line if it changed."""
         if changed(self, text):
-            self.update(text)
+            self.update(text, layout=False)  # one row whatever the text: repaint only

@@ -49,7 +49,8 @@ class LogPanel(Static):
 
     def _draw(self) -> None:
         """Render the kept tail at the current height."""
-        self.update(_render(self._tail, self._failure, max(1, self.size.height - 2)))
+        rows = max(1, self.size.height - 2)
+        self.update(_render(self._tail, self._failure, rows), layout=False)  # height is 1fr
 
 
 def _render(tail: list[str], failure: StartupFailure | None, rows: int) -> Text:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from textual.app import RenderResult
+from textual.geometry import Size
 from textual_plotext import PlotextPlot
 
 from vtop.ui.chart_data import ChartSpec
@@ -12,6 +14,9 @@ from vtop.ui.widgets import plotting  # noqa: F401  (deterministic plotext)
 
 MIN_TOP = 1.0
 """The y axis reaches at least this high, so an all-zero line sits at the bottom."""
+MIN_PERIOD_S = 2.0
+"""Charts are rebuilt at most this often (titles and every figure follow each tick): plotext's
+canvas is most of the dashboard's CPU, and chart cells most of what a redraw sends over SSH."""
 MARKERS = ("braille", "dot", "+", "x")
 """One marker per line, so lines stay apart without colour (NO_COLOR)."""
 
@@ -23,20 +28,45 @@ class TimeChart(PlotextPlot):
         super().__init__(id=f"chart-{spec.panel}", classes="panel chart")
         self.spec = spec
         self.border_title = spec.title
+        self._drawn: tuple[float, Size, str] | None = None
+        self._rendered: tuple[object, RenderResult] | None = None
+
+    def set_title(self, title: str) -> None:
+        """Change the border title (setting it repaints the widget, so only when it differs)."""
+        if title != self.border_title:
+            self.border_title = title
+
+    def render(self) -> RenderResult:
+        """The plot, built again only when the data, size or theme changed since the last build.
+
+        A widget repaint (a new border title, a scroll) would otherwise rebuild the whole plot.
+        """
+        key = (self._drawn, self.size, self.app.theme)
+        if self._rendered is None or self._rendered[0] != key:
+            self._rendered = key, super().render()
+        return self._rendered[1]
+
+    def due(self, now: float, span: float, target: str) -> bool:
+        """True when the data has moved by a dot, and at least MIN_PERIOD_S, since the last
+        drawing of this target at this size (or time went back, as in a replay seek)."""
+        if self._drawn is None or self._drawn[1:] != (self.size, target):
+            return True
+        period = max(span / self._dots(), MIN_PERIOD_S) * 0.9  # 0.9: scrape times jitter
+        return not 0 <= now - self._drawn[0] < period
 
     def show(
         self,
         lines: Sequence[tuple[list[float], list[float]]],
         span: float,
-        title: str,
+        drawn: tuple[float, str],
         limit: float | None = None,
         marks: Sequence[float] = (),
     ) -> None:
-        """Replace the plotted data and redraw."""
+        """Replace the plotted data (of target `drawn[1]` at time `drawn[0]`) and redraw."""
+        self._drawn = drawn[0], self.size, drawn[1]
         plt = self.plt
         plt.clear_data()
         plt.clear_figure()
-        self.border_title = title
         for offset in marks:
             plt.vline(offset, "red")
         if limit is not None:
