@@ -17,15 +17,24 @@ class Canned:
     status: int = 200
     content_type: str = "text/plain; version=0.0.4; charset=utf-8"
     seen_headers: list[dict[str, str]] = field(default_factory=list)
+    others: dict[str, str] = field(default_factory=dict)
+    """Bodies of other paths (200, JSON), e.g. {"/version": '{"version": "0.32.0"}'}."""
+    seen_paths: list[str] = field(default_factory=list)
 
 
 def _handler(canned: Canned) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             canned.seen_headers.append(dict(self.headers.items()))
-            payload = canned.body.encode()
-            self.send_response(canned.status)
-            self.send_header("Content-Type", canned.content_type)
+            canned.seen_paths.append(self.path)
+            if self.path in canned.others:
+                self._answer(200, "application/json", canned.others[self.path].encode())
+            else:
+                self._answer(canned.status, canned.content_type, canned.body.encode())
+
+        def _answer(self, status: int, content_type: str, payload: bytes) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(payload)))
             self.end_headers()
             self.wfile.write(payload)

@@ -69,12 +69,13 @@ def banner(app: VtopApp) -> str | None:
 
 
 async def test_live_endpoint_shows_state_model_and_gpus() -> None:
-    canned = Canned(fixture("underload"))
+    canned = Canned(fixture("underload"), others={"/version": '{"version": "0.32.0"}'})
     with serving(canned) as url:
         app = live_app(url, NvmlSource(FakeNvml([FakeGpu()])))
         async with app.run_test(size=(160, 48)) as pilot:
             await wait_for(pilot, lambda: "LIVE" in header(app))
-            assert url in header(app) and "vLLM" in header(app) and "engines 1" in header(app)
+            assert url in header(app) and "vLLM 0.32.0" in header(app)  # from GET /version
+            assert "engines 1" in header(app)
             assert app.session.gpu is not None and app.session.gpu.gpus[0].name == "NVIDIA H200"
             assert banner(app) is None
             await app.feed.close()

@@ -131,3 +131,5 @@ async def test_kv_model_reproduces_the_servers_own_kv_cache_size(vllm_pool: Serv
     budget = LIGHT.kv_cache_space_gib * 2**30  # VLLM_CPU_KVCACHE_SPACE on the CPU build
     computed = capacity_tokens(budget, per_token, config.block_size or 16)
     assert computed == logged["kv_capacity_tokens"].value == config.kv_capacity_tokens
+    _, facts = from_log(server.log_text())  # GET /version agrees with the startup log
+    assert facts.version is not None and frame.scrapes[0].server_version == facts.version

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 from pathlib import Path
@@ -42,6 +43,8 @@ def mixed_frames() -> list[Frame]:
     )
     texts = [fixture("idle"), fixture("underload"), fixture("after")]
     frames = [frame_from_text(float(i), texts[i % 3]) for i in range(7)]
+    versioned = dataclasses.replace(frames[1].scrapes[0], server_version="0.32.0")
+    frames[1] = Frame(1.0, (versioned,))
     frames[2] = down_frame(2.0)
     frames[3] = Frame(
         3.0, frames[3].scrapes, gpu, ("INFO started",), (Event(3.0, "restart", TARGET, "x"),)
@@ -59,6 +62,9 @@ def test_round_trip_keeps_text_samples_gpu_log_and_events(tmp_path: Path) -> Non
         assert copy.timestamp == original.timestamp
         assert [s.raw_text for s in copy.scrapes] == [s.raw_text for s in original.scrapes]
         assert [s.status for s in copy.scrapes] == [s.status for s in original.scrapes]
+        assert [s.server_version for s in copy.scrapes] == [
+            s.server_version for s in original.scrapes
+        ]
         assert [len(s.samples) for s in copy.scrapes] == [len(s.samples) for s in original.scrapes]
         assert copy.gpu == original.gpu and copy.log_lines == original.log_lines
         assert copy.events == original.events

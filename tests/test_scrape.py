@@ -50,6 +50,32 @@ async def test_bearer_token_is_sent(monkeypatch: pytest.MonkeyPatch) -> None:
     assert canned.seen_headers[0]["Authorization"] == "Bearer sekrit"
 
 
+async def test_server_version_is_asked_once_per_process_start() -> None:
+    canned = Canned(body=fixture("idle"), others={"/version": '{"version": "0.32.0"}'})
+    with serving(canned) as url:
+        source = VllmHttpSource(url, ScrapeOptions(timeout_s=2.0))
+        try:
+            first, second = await source.scrape(), await source.scrape()
+            canned.body = fixture("idle").replace(
+                "process_start_time_seconds 1", "process_start_time_seconds 2"
+            )
+            canned.others["/version"] = '{"version": "0.33.0"}'
+            restarted = await source.scrape()
+        finally:
+            await source.close()
+    assert (first.server_version, second.server_version) == ("0.32.0", "0.32.0")
+    assert restarted.server_version == "0.33.0"
+    assert canned.seen_paths.count("/version") == 2
+    assert all(h.get("Accept") for h in canned.seen_headers)
+
+
+async def test_a_server_without_a_version_route_still_scrapes() -> None:
+    canned = Canned(body=fixture("idle"))  # /version answers with the metrics text: not JSON
+    with serving(canned) as url:
+        result = await scrape_once(url)
+    assert result.ok and result.server_version is None
+
+
 async def test_unreachable_endpoint() -> None:
     result = await scrape_once(f"http://127.0.0.1:{free_port()}")
     assert result.status is ScrapeStatus.UNREACHABLE

@@ -35,6 +35,8 @@ def server_config(
         gpu_name=gpus[0].name if gpus else None,
     )
     add_kv_bytes_per_token(config)
+    if config.facts.version is None and scrape is not None:
+        config.facts.version = scrape.server_version
     return config
 
 

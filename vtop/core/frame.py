@@ -77,6 +77,8 @@ class TargetScrape:
     error: str = ""
     http_status: int | None = None
     duration_s: float = 0.0
+    server_version: str | None = None
+    """What the server's GET /version said (asked once per process start)."""
 
     @property
     def ok(self) -> bool:

@@ -105,6 +105,7 @@ class RecordingWriter:
                     "duration_s": scrape.duration_s,
                     "openmetrics": scrape.raw_text.rstrip().endswith("# EOF"),
                     "text": _diff(previous, lines) if scrape.raw_text else {"full": ""},
+                    **({"version": scrape.server_version} if scrape.server_version else {}),
                 }
             )
         return {
@@ -192,6 +193,7 @@ class RecordingReader:
             str(item.get("error", "")),
             item.get("http_status"),
             float(item.get("duration_s", 0.0)),
+            item.get("version"),
         )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from dataclasses import dataclass
@@ -59,6 +60,8 @@ class VllmHttpSource:
         self._parser = ExpositionParser()
         self._client = client or make_client(options)
         self._owns_client = client is None
+        self._version: tuple[float | None, str | None] | None = None
+        """(process start time, version) of the last /version asked; asked again on restart."""
 
     async def close(self) -> None:
         """Close the HTTP client if this source created it."""
@@ -78,7 +81,28 @@ class VllmHttpSource:
         if len(response.content) > self.options.max_body_bytes:
             message = f"/metrics body of {len(response.content)} bytes exceeds the limit"
             return self._failed(ScrapeStatus.HTTP_ERROR, message, started, 200)
-        return self._parsed(response, started)
+        scrape = self._parsed(response, started)
+        if not scrape.ok:
+            return scrape
+        return dataclasses.replace(scrape, server_version=await self._server_version(scrape))
+
+    async def _server_version(self, scrape: TargetScrape) -> str | None:
+        """vLLM's version from GET /version, asked once per process start (None if not told)."""
+        started = next(
+            (s.value for s in scrape.samples if s.series.name == "process_start_time_seconds"), None
+        )
+        if self._version is None or self._version[0] != started:
+            self._version = started, await self._ask_version()
+        return self._version[1]
+
+    async def _ask_version(self) -> str | None:
+        """The `version` field of /version; None when the server has no such route."""
+        try:
+            response = await self._client.get(self.target + "/version", headers=self._headers())
+            version = response.json().get("version") if response.status_code == 200 else None
+        except (httpx.HTTPError, ValueError, AttributeError):
+            return None
+        return str(version) if version else None
 
     def _headers(self) -> dict[str, str]:
         """Request headers: Accept, and the bearer token when configured."""
