@@ -74,7 +74,7 @@ async def test_max_num_seqs_is_the_limiter(vllm_pool: ServerPool) -> None:
     diagnosis = await diagnose_under_load(server, load(server.url, 16, 32, 64, stream=False))
     assert diagnosis.triage is not None and diagnosis.triage.primary is not None
     primary = diagnosis.triage.primary
-    assert primary.rule.id == "Q2", [f.rule.id for f in diagnosis.triage.findings]
+    assert primary.rule.id == "Q2", (diagnosis.triage, diagnosis.summary)
     value = proposed(primary, "--max-num-seqs")
     assert isinstance(value, float) and 2 < value <= 8
 
