@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import json
 
-from vtop.core.promql.ast import Aggregate, Binary, Call, Expr, Negate, Number, Selector
+from vtop.core.promql.ast import (
+    Aggregate,
+    Binary,
+    Call,
+    Expr,
+    Negate,
+    Number,
+    Selector,
+    selectors,
+)
 
 LOCAL_PREFIXES = ("vtop:", "nvml:")
 """Series only vtop has: server configuration and NVML readings."""
@@ -69,15 +78,7 @@ def _binary(binary: Binary) -> str:
 
 def is_local(expr: Expr) -> bool:
     """True when the expression reads a series only vtop has."""
-    if isinstance(expr, Selector):
-        return expr.name.startswith(LOCAL_PREFIXES)
-    if isinstance(expr, Call):
-        return any(is_local(arg) for arg in expr.args)
-    if isinstance(expr, Aggregate | Negate):
-        return is_local(expr.expr)
-    if isinstance(expr, Binary):
-        return is_local(expr.left) or is_local(expr.right)
-    return False
+    return any(s.name.startswith(LOCAL_PREFIXES) for s in selectors(expr))
 
 
 def for_prometheus(expr: Expr) -> Expr | None:
