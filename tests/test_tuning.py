@@ -111,6 +111,17 @@ def test_measure_estimates_noise_from_the_spread_across_the_window() -> None:
     assert bursty.noise["waiting"] > 2 and bursty.noise["preemptions_per_s"] < 0.01
 
 
+def test_waiting_is_read_from_queue_time_when_the_gauge_reads_low() -> None:
+    frames = [tick(t, 0) for t in range(31)]
+    sum_line = 'vllm:request_queue_time_seconds_sum{{engine="0",model_name="m"}} {}\n'
+    queued = [
+        frame_from_text(f.timestamp, f.scrapes[0].raw_text + sum_line.format(6 * f.timestamp))
+        for f in frames
+    ]
+    assert measured(frames).waiting == pytest.approx(0)
+    assert measured(queued).waiting == pytest.approx(6)  # Little's law: 6 queue-seconds per second
+
+
 def test_audit_log_is_json_lines(tmp_path: Path) -> None:
     audit(tmp_path, "apply", server="s", diff=("- a", "+ b"), before=figures(1, 2))
     audit(tmp_path, "rollback", server="s")

@@ -76,16 +76,24 @@ def _figures(store: Store, target: str, now: float, window: float) -> dict[str, 
     summary = summarize(store, target, now, window)
     only = {"instance": target}
     waiting = store.sum_by(store.avg_over_time, "vllm:num_requests_waiting", now, window, only)
+    queued = store.sum_by(store.rate, "vllm:request_queue_time_seconds_sum", now, window, only)
     kv = store.sum_by(
         store.avg_over_time, "vllm:kv_cache_usage_perc", now, window, only, ["engine"]
     )
     return {
         "preemptions_per_s": summary.preemptions_per_s,
-        "waiting": waiting.get(()),
+        "waiting": _larger(waiting.get(()), queued.get(())),
         "kv_usage": max(kv.values(), default=None),
         "ttft_p99_s": summary.ttft_p99_s,
         "generation_tokens_per_s": summary.generation_tokens_per_s,
     }
+
+
+def _larger(gauge: float | None, little: float | None) -> float | None:
+    """Average waiting: the gauge's average or, by Little's law, queue seconds per second,
+    whichever is larger (the gauge can read 0 between engine steps while a queue persists)."""
+    known = [value for value in (gauge, little) if value is not None]
+    return max(known) if known else None
 
 
 def _noise(store: Store, target: str, now: float, window: float) -> dict[str, float]:
