@@ -36,14 +36,18 @@ class Watcher:
         self.events += [event.kind for event in self.store.ingest(frame)]
         self.summaries.append(summarize(self.store, self.source.target, now, 5.0))
 
-    async def during(self, work: Awaitable[T]) -> T:
-        """Run `work` while scraping; scrape once more after it ends."""
+    async def during(self, work: Awaitable[T], after_s: float = 0.0) -> T:
+        """Run `work` while scraping; keep scraping `after_s` seconds (at least once) after it ends."""
         task = asyncio.ensure_future(work)
         while not task.done():
             await self.tick()
             await asyncio.sleep(self.interval)
+        ended = time.time()
         await asyncio.sleep(self.interval)
         await self.tick()
+        while time.time() - ended < after_s:
+            await asyncio.sleep(self.interval)
+            await self.tick()
         return task.result()
 
     async def close(self) -> None:
