@@ -37,7 +37,7 @@ class Watcher:
         self.summaries.append(summarize(self.store, self.source.target, now, 5.0))
 
     async def during(self, work: Awaitable[T], after_s: float = 0.0) -> T:
-        """Run `work` while scraping; keep scraping `after_s` seconds (at least once) after it ends."""
+        """Run `work` while scraping; scrape on for `after_s` seconds (at least once) after it."""
         task = asyncio.ensure_future(work)
         while not task.done():
             await self.tick()

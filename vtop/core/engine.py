@@ -13,7 +13,13 @@ from dataclasses import dataclass, field
 
 from vtop.core.frame import Labels
 from vtop.core.promql.ast import Expr
-from vtop.core.promql.evaluator import Context, EvaluationError, UnknownValueError, evaluate
+from vtop.core.promql.evaluator import (
+    FLEET,
+    Context,
+    EvaluationError,
+    UnknownValueError,
+    evaluate,
+)
 from vtop.core.rules import PHASES, SEVERITIES, Rule, Suggestion
 from vtop.core.server_config import FLAG_NAMES, HOW_TO_KNOW
 from vtop.core.store import Store
@@ -128,12 +134,21 @@ class Engine:
     def evaluate(
         self, store: Store, target: str, now: float, config: Mapping[str, float | None]
     ) -> Triage:
-        """All rules for one target at `now`, triaged."""
-        context = Context(store, target, now, config)
+        """All per-server rules for one target at `now`, triaged."""
+        rules = [rule for rule in self.rules if rule.scope == "target"]
+        return self._evaluate(rules, Context(store, target, now, config))
+
+    def evaluate_fleet(self, store: Store, now: float) -> Triage:
+        """The fleet-scope rules over every server in the store (findings keyed by instance)."""
+        rules = [rule for rule in self.rules if rule.scope == "fleet"]
+        return self._evaluate(rules, Context(store, FLEET, now))
+
+    def _evaluate(self, rules: list[Rule], context: Context) -> Triage:
+        """Evaluate rules in one context and triage what holds."""
         findings: list[Finding] = []
         unchecked: list[Unchecked] = []
         errors: list[str] = []
-        for rule in self.rules:
+        for rule in rules:
             try:
                 findings.extend(self._rule_findings(rule, context))
             except UnknownValueError as missing:

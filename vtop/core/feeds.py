@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from vtop.core.frame import Event, Frame
-from vtop.core.poller import poll
+from vtop.core.poller import Poller
 from vtop.core.process import ServerState, is_alive, read_log, reap
 from vtop.core.recorder import RecordingWriter
 from vtop.core.sources.nvml import NvmlSource
@@ -17,6 +17,8 @@ from vtop.core.sources.vllm_http import VllmHttpSource
 from vtop.core.startup_failures import explain_failure
 
 MAX_BACKOFF_S = 30.0
+DEADLINE_SHARE = 0.8
+"""With several endpoints a tick waits at most this share of the interval for scrapes."""
 REPLAY_BATCH = 200
 GAP_S = 10.0
 REBUILD_S = 420.0
@@ -61,6 +63,7 @@ class LiveFeed:
         server: ServerState | None = None,
     ) -> None:
         self.sources = list(sources)
+        self.poller = Poller(self.sources)
         self.nvml = nvml
         self.interval = interval
         self.backoff = Backoff()
@@ -74,8 +77,10 @@ class LiveFeed:
         events = self._exit_event(now)
         if self.backoff.waiting(now) > 0 and not lines and not events:
             return []
-        frame = await poll(self.sources, self.nvml, now)
-        self.backoff.record(any(s.ok for s in frame.scrapes), now, self.interval)
+        deadline = self.interval * DEADLINE_SHARE if len(self.sources) > 1 else None
+        frame = await self.poller.poll(self.nvml, now, deadline)
+        if frame.scrapes:
+            self.backoff.record(any(s.ok for s in frame.scrapes), now, self.interval)
         return [dataclasses.replace(frame, log_lines=lines, events=frame.events + events)]
 
     def _exit_event(self, now: float) -> tuple[Event, ...]:
@@ -98,6 +103,7 @@ class LiveFeed:
 
     async def close(self) -> None:
         """Close HTTP clients and NVML."""
+        self.poller.cancel()
         for source in self.sources:
             await source.close()
         if self.nvml is not None:

@@ -12,11 +12,11 @@ import yaml
 from vtop.core.catalog import BY_NAME
 from vtop.core.engine import Engine, Triage
 from vtop.core.exposition import ExpositionParser
-from vtop.core.frame import Frame, Sample, ScrapeStatus, TargetScrape
+from vtop.core.frame import Frame, Sample, ScrapeStatus, Series, TargetScrape
 from vtop.core.promql.parser import parse_duration
 from vtop.core.rules import Rule, load_rules, rule_files
 from vtop.core.server_config import NUMERIC
-from vtop.core.store import Store
+from vtop.core.store import INSTANCE, Store
 
 TARGET = "http://rule-test"
 TERM = re.compile(r"^(?P<start>_|[-+]?[\d.eE+-]+?)(?:(?P<step>[-+][\d.eE]+)?x(?P<count>\d+))?$")
@@ -70,13 +70,17 @@ def _frames(case: dict[str, Any], interval: float) -> list[Frame]:
     ticks = max(len(values) for values in columns.values())
     frames = []
     for tick in range(ticks):
-        samples = tuple(
-            Sample(series, value)
-            for series, values in columns.items()
-            if tick < len(values) and (value := values[tick]) is not None
+        by_target: dict[str, list[Sample]] = {}
+        for series, values in columns.items():
+            if tick < len(values) and (value := values[tick]) is not None:
+                target = series.label(INSTANCE) or TARGET
+                local = Series(series.name, series.without(frozenset({INSTANCE})))
+                by_target.setdefault(target, []).append(Sample(local, value))
+        scrapes = tuple(
+            TargetScrape(target, ScrapeStatus.OK, samples=tuple(samples), metric_types=types)
+            for target, samples in by_target.items()
         )
-        scrape = TargetScrape(TARGET, ScrapeStatus.OK, samples=samples, metric_types=types)
-        frames.append(Frame(tick * interval, (scrape,)))
+        frames.append(Frame(tick * interval, scrapes))
     return frames
 
 
@@ -94,7 +98,7 @@ def run_case(rules: list[Rule], case: dict[str, Any]) -> tuple[list[str], set[st
     store, engine, failures, fired = Store(), Engine(rules), [], set()
     for frame in _frames(case, interval):
         store.ingest(frame)
-        triage = engine.evaluate(store, TARGET, frame.timestamp, _config(case))
+        triage = _both(engine, store, frame.timestamp, _config(case))
         expectation = expectations.get(frame.timestamp)
         if expectation is not None:
             failures += _check(expectation, triage, frame.timestamp)
@@ -102,6 +106,17 @@ def run_case(rules: list[Rule], case: dict[str, Any]) -> tuple[list[str], set[st
     missing = sorted(set(expectations) - {f.timestamp for f in _frames(case, interval)})
     failures += [f"no tick at {t}s (series too short)" for t in missing]
     return failures, fired
+
+
+def _both(engine: Engine, store: Store, now: float, config: dict[str, float | None]) -> Triage:
+    """The default target's triage plus the fleet rules' (series with an `instance` label are
+    other servers)."""
+    local, fleet = engine.evaluate(store, TARGET, now, config), engine.evaluate_fleet(store, now)
+    return Triage(
+        local.findings + fleet.findings,
+        local.unchecked + fleet.unchecked,
+        local.errors + fleet.errors,
+    )
 
 
 def _all_ids(triage: Triage) -> set[str]:

@@ -15,6 +15,7 @@ from vtop.core.promql.printer import for_prometheus, to_text
 
 PHASES = ("queue", "memory", "compute", "latency", "config", "gpu", "streaming")
 SEVERITIES = ("info", "warning", "critical")
+SCOPES = ("target", "fleet")
 RULE_KEYS = {
     "id",
     "title",
@@ -22,6 +23,7 @@ RULE_KEYS = {
     "severity",
     "expr",
     "for",
+    "scope",
     "evidence",
     "diagnosis",
     "suggest",
@@ -82,6 +84,8 @@ class Rule:
     source: str = ""
     path: str = ""
     line: int = 0
+    scope: str = "target"
+    """`target`: evaluated per server; `fleet`: once over all servers, by `instance`."""
 
     def prometheus_expr(self) -> str | None:
         """The condition as a Prometheus server can evaluate it; None when it needs vtop's data."""
@@ -162,6 +166,8 @@ def _rule(node: yaml.Node, located: _Located) -> Rule | None:
     rule_id = _text(fields["id"])
     _check_choice(fields["phase"], PHASES, "phase", located)
     _check_choice(fields["severity"], SEVERITIES, "severity", located)
+    if "scope" in fields:
+        _check_choice(fields["scope"], SCOPES, "scope", located)
     expr = located.expr(fields["expr"], f"rule {rule_id} expr")
     for_s = _duration(fields.get("for"), located)
     evidence = _evidence(fields.get("evidence"), located, rule_id)
@@ -184,6 +190,7 @@ def _rule(node: yaml.Node, located: _Located) -> Rule | None:
         source=_text(fields.get("source")),
         path=str(located.path),
         line=node.start_mark.line + 1,
+        scope=_text(fields.get("scope")) or "target",
     )
 
 

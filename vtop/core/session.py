@@ -27,6 +27,7 @@ MARKS_KEPT = 500
 FRAMES_KEPT = 600
 """Recent frames kept for an incident bundle (10 minutes at 1 s)."""
 KV_SATURATED = 0.95
+FLEET_VIEW = "fleet"
 QUIET_BEFORE_MARK_S = 60.0
 """A burst or saturation is marked again only after this long without one."""
 
@@ -63,7 +64,11 @@ class Session:
     """Ingests frames in time order; everything the views show comes from here."""
 
     def __init__(
-        self, rules: list[Rule], options: DiagnoseOptions, history_points: int = 3600
+        self,
+        rules: list[Rule],
+        options: DiagnoseOptions,
+        history_points: int = 3600,
+        rule_budget: int | None = None,
     ) -> None:
         self.store = Store()
         self.engine = Engine(rules)
@@ -79,6 +84,12 @@ class Session:
         """Managed servers whose process exited, by target (until they answer again)."""
         self.now: float | None = None
         self._log_changed = False
+        self.rule_budget = rule_budget
+        """At most this many targets' rules per frame (round robin; the focused one always)."""
+        self.focus: str | None = None
+        self.fleet = TargetView(FLEET_VIEW, deque(maxlen=1))
+        """Findings of the fleet-scope rules (imbalance across servers)."""
+        self._rotation = 0
 
     def ingest(self, frame: Frame) -> None:
         """One frame: store, log, config, rules, history and marks."""
@@ -95,9 +106,24 @@ class Session:
                 if event.kind == "exited":
                     self.exited[event.target] = mark
         restarted = {event.target for event in events if event.kind == "restart"}
+        judged = self._judged_now(frame.scrapes)
         for scrape in frame.scrapes:
-            self._ingest_scrape(scrape, frame, scrape.target in restarted)
+            self._ingest_scrape(scrape, frame, scrape.target in restarted, scrape.target in judged)
+        if len(self.targets) > 1:
+            triage = self.engine.evaluate_fleet(self.store, frame.timestamp)
+            self._mark_findings(self.fleet, triage, frame.timestamp)
+            self.fleet.triage = triage
         self._log_changed = False
+
+    def _judged_now(self, scrapes: tuple[TargetScrape, ...]) -> set[str]:
+        """Targets whose rules run this frame: all, or the budget's share in turn (plus focus)."""
+        names = [scrape.target for scrape in scrapes if scrape.ok]
+        if self.rule_budget is None or len(names) <= self.rule_budget:
+            return set(names)
+        start = self._rotation % len(names)
+        self._rotation = start + self.rule_budget
+        chosen = {names[(start + offset) % len(names)] for offset in range(self.rule_budget)}
+        return chosen | ({self.focus} & set(names) if self.focus else set())
 
     def _take_log(self, lines: tuple[str, ...]) -> None:
         """Keep log lines; a new startup begins a new startup log."""
@@ -114,8 +140,10 @@ class Session:
             self.targets[target] = TargetView(target, deque(maxlen=self.history_points))
         return self.targets[target]
 
-    def _ingest_scrape(self, scrape: TargetScrape, frame: Frame, restarted: bool) -> None:
-        """Config, triage and history for one target."""
+    def _ingest_scrape(
+        self, scrape: TargetScrape, frame: Frame, restarted: bool, judged: bool = True
+    ) -> None:
+        """Config, history and (when `judged`) triage for one target."""
         view = self.view(scrape.target)
         view.last_timestamp = frame.timestamp
         if not scrape.ok:
@@ -139,6 +167,8 @@ class Session:
         summary = summarize(self.store, scrape.target, now, self.options.window_s)
         self._mark_changes(view, summary, now)
         view.history.append((now, summary))
+        if not judged:
+            return
         triage = self.engine.evaluate(self.store, scrape.target, now, view.config.pseudo_metrics())
         self._mark_findings(view, triage, now)
         view.triage = triage

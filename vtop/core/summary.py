@@ -36,9 +36,15 @@ def _one(values: Mapping[tuple[tuple[str, str], ...], float | None]) -> float | 
     return values.get(())
 
 
-def summarize(store: Store, target: str, now: float, window: float) -> TargetSummary:
-    """Merged (all engines) headline figures for one target."""
-    only = {"instance": target}
+def summarize(
+    store: Store, target: str, now: float, window: float, only: Mapping[str, str] | None = None
+) -> TargetSummary:
+    """Headline figures of the series `only` selects (default: one target, engines merged).
+
+    Histograms are merged by adding buckets, so a fleet's or an engine's quantiles are exact
+    to the bucket, never an average of quantiles.
+    """
+    only = {"instance": target} if only is None else only
 
     def rate(name: str) -> float | None:
         return _one(store.sum_by(store.rate, name, now, window, only))

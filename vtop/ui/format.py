@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import time
 
-from vtop.core.frame import GpuReading, ScrapeStatus
-from vtop.core.session import TargetView
+from vtop.core.frame import GpuReading
 
 NA = "-"
-STALE_AFTER_S = 5.0
 
 
 def number(value: float | None, pattern: str = "{:.0f}") -> str:
@@ -51,20 +49,6 @@ def duration(value: float | None) -> str:
 def clock_time(timestamp: float) -> str:
     """HH:MM:SS in local time."""
     return time.strftime("%H:%M:%S", time.localtime(timestamp))
-
-
-def target_state(view: TargetView, now: float, restarted_at: float | None) -> str:
-    """live / stale / unreachable / http error / not vLLM / restarted."""
-    scrape = view.last_scrape
-    if scrape is None:
-        return "connecting"
-    if not scrape.ok:
-        return "not vLLM" if scrape.status is ScrapeStatus.NOT_VLLM else scrape.status.value
-    if view.last_timestamp is not None and now - view.last_timestamp > STALE_AFTER_S:
-        return "stale"
-    if restarted_at is not None and now - restarted_at < 60:
-        return "restarted"
-    return "live"
 
 
 def gpu_row(gpu: GpuReading) -> list[str]:

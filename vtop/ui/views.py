@@ -6,11 +6,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vtop.core.feeds import LiveFeed, ReplayFeed
+from vtop.core.fleet import label_values, last_restart, target_state
 from vtop.core.histogram import quantile
 from vtop.core.session import Session, TargetView
 from vtop.core.summary import TTFT
 from vtop.ui.chart_data import bucket_counts, line_points, mark_offsets
-from vtop.ui.format import clock_time, duration, number, seconds, target_state
+from vtop.ui.format import clock_time, duration, number, seconds
 from vtop.ui.widgets.time_chart import TimeChart
 from vtop.ui.widgets.ttft_histogram import TtftHistogram
 
@@ -18,23 +19,6 @@ if TYPE_CHECKING:
     from textual.screen import Screen
 
     from vtop.ui.app import VtopApp
-
-
-def _label_values(view: TargetView, key: str) -> list[str]:
-    """Distinct values of a label on the target's running-requests series."""
-    scrape = view.last_ok_scrape
-    if scrape is None:
-        return []
-    found = {
-        s.series.label(key) for s in scrape.samples if s.series.name == "vllm:num_requests_running"
-    }
-    return sorted(value for value in found if value is not None)
-
-
-def last_restart(session: Session, target: str) -> float | None:
-    """When the target last restarted (None if not seen)."""
-    times = [m.timestamp for m in session.marks if m.kind == "restart" and m.target == target]
-    return max(times, default=None)
 
 
 def uptime(session: Session, view: TargetView, now: float) -> float | None:
@@ -50,8 +34,8 @@ def header_text(app: VtopApp, now: float) -> str:
     mode = _mode(app, now)
     if view is None:
         return f" vtop  {', '.join(app.settings.urls)}  connecting  {mode}"
-    models = ",".join(Path(m).name or m for m in _label_values(view, "model_name")) or "?"
-    engines = len(_label_values(view, "engine")) or 1
+    models = ",".join(Path(m).name or m for m in label_values(view, "model_name")) or "?"
+    engines = len(label_values(view, "engine")) or 1
     version = view.config.facts.version or "?"
     state = target_state(view, now, last_restart(session, view.target))
     age = app.clock() - view.last_timestamp if view.last_timestamp is not None else None

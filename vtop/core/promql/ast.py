@@ -59,6 +59,8 @@ class Binary:
     return_bool: bool = False
     on: tuple[str, ...] | None = None
     ignoring: tuple[str, ...] = ()
+    group_left: bool = False
+    """Many left elements may match one right element (they keep their own labels)."""
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,8 @@ Vector = dict[Labels, float]
 Value = float | Vector
 CONFIG_PREFIX = "vtop:"
 HOST_LEVEL_PREFIX = "nvml:"
+FLEET = "*fleet*"
+"""The target of fleet-scope rules: selectors see every instance and keep its label."""
 
 
 def _divide(a: float, b: float) -> float:
@@ -101,7 +103,8 @@ def _map(value: Value, function: Callable[[float], float]) -> Value:
 
 def _matches(series: Series, selector: Selector, target: str) -> bool:
     """True when a stored series belongs to the target and satisfies every matcher."""
-    if not selector.name.startswith(HOST_LEVEL_PREFIX) and series.label(INSTANCE) != target:
+    local = target != FLEET and not selector.name.startswith(HOST_LEVEL_PREFIX)
+    if local and series.label(INSTANCE) != target:
         return False
     for matcher in selector.matchers:
         actual = series.label(matcher.label) or ""
@@ -127,8 +130,10 @@ def _series(selector: Selector, context: Context) -> list[Series]:
     return [s for s in found if _matches(s, selector, context.target)]
 
 
-def _key(series: Series) -> Labels:
-    """Result labels: the series labels without the instance (evaluation is per target)."""
+def _key(series: Series, target: str) -> Labels:
+    """Result labels: without the instance when evaluating for one target, all for the fleet."""
+    if target == FLEET:
+        return series.labels
     return tuple(pair for pair in series.labels if pair[0] != INSTANCE)
 
 
@@ -146,7 +151,7 @@ def _instant(selector: Selector, context: Context) -> Value:
     for series in _series(selector, context):
         value = context.store.latest(series, when)
         if value is not None:
-            vector[_key(series)] = value
+            vector[_key(series, context.target)] = value
     return vector
 
 
@@ -162,7 +167,7 @@ def _range_call(call: Call, context: Context) -> Vector:
     for series in _series(selector, context):
         value = measure(store, series, when, window)
         if value is not None:
-            vector[_key(series)] = value
+            vector[_key(series, context.target)] = value
     return vector
 
 

@@ -162,8 +162,9 @@ class Parser:
             op = self.take().text
             return_bool = self.accept("bool")
             on, ignoring = self.matching()
+            group_left = (on is not None or bool(ignoring)) and self.accept("group_left")
             right = self.binary(level if op == "^" else level + 1)
-            left = Binary(op, left, right, return_bool, on, ignoring)
+            left = Binary(op, left, right, return_bool, on, ignoring, group_left)
         return left
 
     def matching(self) -> tuple[tuple[str, ...] | None, tuple[str, ...]]:

@@ -73,6 +73,8 @@ def _binary(binary: Binary) -> str:
         modifiers += f" on ({', '.join(binary.on)})"
     elif binary.ignoring:
         modifiers += f" ignoring ({', '.join(binary.ignoring)})"
+    if binary.group_left:
+        modifiers += " group_left"
     return f"{_operand(binary.left)} {binary.op}{modifiers} {_operand(binary.right)}"
 
 
@@ -96,4 +98,4 @@ def for_prometheus(expr: Expr) -> Expr | None:
         return left or right
     if left is None or right is None:
         return None
-    return Binary(expr.op, left, right, expr.return_bool, expr.on, expr.ignoring)
+    return Binary(expr.op, left, right, expr.return_bool, expr.on, expr.ignoring, expr.group_left)

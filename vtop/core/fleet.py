@@ -1,0 +1,160 @@
+"""The fleet view: one row per server, per-engine splits, and fleet-wide figures.
+
+Fleet-wide and per-engine figures come from the store with label matchers, so histograms are
+merged by adding buckets (quantiles of the merged distribution, never averaged quantiles).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from vtop.core.frame import ScrapeStatus
+from vtop.core.session import Session, TargetView
+from vtop.core.summary import TargetSummary, summarize
+
+STALE_AFTER_S = 5.0
+RESTART_SHOWN_S = 60.0
+SORT_KEYS = ("target", "state", "running", "waiting", "kv", "preempt", "ttft", "gen", "finding")
+
+
+def last_restart(session: Session, target: str) -> float | None:
+    """When the target last restarted (None if not seen)."""
+    times = [m.timestamp for m in session.marks if m.kind == "restart" and m.target == target]
+    return max(times, default=None)
+
+
+def target_state(view: TargetView, now: float, restarted_at: float | None) -> str:
+    """live / stale / unreachable / http error / not vLLM / restarted."""
+    scrape = view.last_scrape
+    if scrape is None:
+        return "connecting"
+    if not scrape.ok:
+        return "not vLLM" if scrape.status is ScrapeStatus.NOT_VLLM else scrape.status.value
+    if view.last_timestamp is not None and now - view.last_timestamp > STALE_AFTER_S:
+        return "stale"
+    if restarted_at is not None and now - restarted_at < RESTART_SHOWN_S:
+        return "restarted"
+    return "live"
+
+
+def label_values(view: TargetView, key: str) -> list[str]:
+    """Distinct values of a label on the target's running-requests series."""
+    scrape = view.last_ok_scrape
+    if scrape is None:
+        return []
+    found = {
+        s.series.label(key) for s in scrape.samples if s.series.name == "vllm:num_requests_running"
+    }
+    return sorted(value for value in found if value is not None)
+
+
+@dataclass(frozen=True)
+class FleetRow:
+    """One server in the fleet table."""
+
+    target: str
+    state: str
+    model: str
+    engines: int
+    summary: TargetSummary | None
+    finding: str
+    """The primary finding ('B1 uneven load ...') or '' when there is none."""
+    severity: str
+
+
+def fleet_rows(session: Session, now: float) -> list[FleetRow]:
+    """A row per server the session has seen, with fleet findings naming their instance."""
+    fleet_findings = _fleet_findings_by_target(session)
+    return [
+        _row(session, view, now, fleet_findings.get(name)) for name, view in session.targets.items()
+    ]
+
+
+def _fleet_findings_by_target(session: Session) -> dict[str, tuple[str, str]]:
+    """Fleet-scope findings (e.g. B1) keyed by the instance they name."""
+    triage = session.fleet.triage
+    found: dict[str, tuple[str, str]] = {}
+    for finding in triage.findings if triage else ():
+        instance = dict(finding.labels).get("instance")
+        if instance is not None:
+            found.setdefault(instance, (finding.rule.id, finding.rule.title))
+    return found
+
+
+def _row(session: Session, view: TargetView, now: float, fleet: tuple[str, str] | None) -> FleetRow:
+    """The row of one server: its own primary finding first, else a fleet finding about it."""
+    models = ",".join(Path(m).name or m for m in label_values(view, "model_name"))
+    primary = view.triage.primary if view.triage else None
+    finding, severity = "", "ok"
+    if primary is not None:
+        finding, severity = f"{primary.rule.id} {primary.rule.title}", primary.rule.severity
+    elif fleet is not None:
+        finding, severity = f"{fleet[0]} {fleet[1]}", "warning"
+    return FleetRow(
+        view.target,
+        target_state(view, now, last_restart(session, view.target)),
+        models or "?",
+        len(label_values(view, "engine")) or 1,
+        view.summary,
+        finding,
+        severity,
+    )
+
+
+def engine_summaries(session: Session, target: str, now: float) -> dict[str, TargetSummary]:
+    """Headline figures per data-parallel engine of one server (empty for a single engine)."""
+    engines = label_values(session.view(target), "engine")
+    if len(engines) < 2:
+        return {}
+    window = session.options.window_s
+    return {
+        engine: summarize(
+            session.store, target, now, window, {"instance": target, "engine": engine}
+        )
+        for engine in engines
+    }
+
+
+def fleet_summary(session: Session, now: float) -> TargetSummary:
+    """Figures over every server: gauges and rates added, histograms merged by bucket."""
+    return summarize(session.store, "fleet", now, session.options.window_s, {})
+
+
+def sort_rows(rows: list[FleetRow], key: str, descending: bool) -> list[FleetRow]:
+    """Rows ordered by a column; unknown figures always last."""
+    known = [(value, row) for row in rows if (value := _sort_value(row, key)) is not None]
+    unknown = [row for row in rows if _sort_value(row, key) is None]
+    known.sort(key=lambda pair: pair[0], reverse=descending)
+    return [row for _, row in known] + unknown
+
+
+def _sort_value(row: FleetRow, key: str) -> Any:
+    """The value a column sorts by."""
+    if key in ("target", "state", "finding"):
+        return str(getattr(row, key))
+    summary = row.summary
+    if summary is None:
+        return None
+    figures = {
+        "running": summary.running,
+        "waiting": summary.waiting,
+        "kv": summary.kv_usage,
+        "preempt": summary.preemptions_per_s,
+        "ttft": summary.ttft_p99_s,
+        "gen": summary.generation_tokens_per_s,
+    }
+    return figures[key]
+
+
+def filter_rows(rows: list[FleetRow], text: str) -> list[FleetRow]:
+    """Rows whose target, model, state or finding contains `text` (case-insensitive)."""
+    needle = text.strip().lower()
+    if not needle:
+        return rows
+    return [
+        row
+        for row in rows
+        if needle in f"{row.target} {row.model} {row.state} {row.finding}".lower()
+    ]
