@@ -39,6 +39,9 @@ def monitor_parser() -> argparse.ArgumentParser:
     parser.add_argument("--once", action="store_true", help="plain: take --samples scrapes, exit")
     parser.add_argument("--samples", type=int, default=2, help="scrapes taken with --once")
     parser.add_argument("--record", metavar="FILE", help="also write every frame to a recording")
+    parser.add_argument(
+        "--prometheus", metavar="URL", help="read the vLLM servers a Prometheus server scrapes"
+    )
     add_view_options(parser)
     add_target_options(parser)
     return parser
@@ -49,6 +52,9 @@ def monitor_main(argv: list[str]) -> int:
     from vtop.monitor import run_monitor
 
     args = monitor_parser().parse_args(argv)
+    if args.prometheus and (args.plain or args.once or args.urls):
+        print("vtop: --prometheus reads every server from Prometheus: no URLs, no --plain")
+        return 2
     if not (args.plain or args.once):
         from vtop.dashboard_cli import live_dashboard
 

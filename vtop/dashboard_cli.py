@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from vtop.core.recorder import RecordingError, RecordingReader, RecordingWriter
 from vtop.core.rules import PACKAGED, RuleFileError, load_rules
 from vtop.core.settings import PANELS, Settings, SettingsError, load_settings
 from vtop.core.sources.nvml import NvmlSource
+from vtop.core.sources.prometheus import PrometheusClient, PrometheusFeed
 from vtop.core.sources.vllm_http import ScrapeOptions, VllmHttpSource
 
 DEMO_RECORDING = "storm.vtoprec"
@@ -76,14 +78,20 @@ def live_dashboard(args: argparse.Namespace, options: ScrapeOptions) -> int:
         "urls": args.urls or None,
         "interval_s": args.interval,
         "timeout_s": options.timeout_s,
+        "prometheus": args.prometheus,
     }
     try:
         settings = load_settings(flags)
     except SettingsError as error:
         print(f"vtop: {error}", file=sys.stderr)
         return 2
-    sources = [VllmHttpSource(url, options) for url in settings.urls]
-    feed: Feed = LiveFeed(sources, NvmlSource(), settings.interval_s)
+    feed: Feed
+    if settings.prometheus:
+        client = PrometheusClient(settings.prometheus, replace(options, api_key=None))
+        feed = PrometheusFeed(client, settings.interval_s)
+    else:
+        sources = [VllmHttpSource(url, options) for url in settings.urls]
+        feed = LiveFeed(sources, NvmlSource(), settings.interval_s)
     if args.record:
         feed = RecordingFeed(feed, RecordingWriter(Path(args.record)))
     return run_dashboard(settings, feed)

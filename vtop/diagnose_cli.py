@@ -6,6 +6,8 @@ import argparse
 import asyncio
 import json
 import sys
+import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,13 +19,16 @@ from vtop.core.diagnose import (
     DiagnoseOptions,
     Diagnosis,
     diagnose_frames,
+    diagnose_prometheus,
     diagnose_url,
 )
+from vtop.core.promql.parser import PromQLError, parse_duration
 from vtop.core.recorder import is_recording
 from vtop.core.rule_tests import run_rule_tests
 from vtop.core.rules import PACKAGED, Rule, RuleFileError, load_rules
+from vtop.core.sources.prometheus import PrometheusError
 from vtop.core.sources.vllm_http import DEFAULT_URL
-from vtop.report import json_report, text_report
+from vtop.report import fleet_json_report, fleet_text_report, json_report, text_report
 
 
 def add_rules_option(parser: argparse.ArgumentParser) -> None:
@@ -53,6 +58,11 @@ def diagnose_parser() -> argparse.ArgumentParser:
     parser.add_argument("--vllm-log", type=Path, help="the server's startup log")
     parser.add_argument("--no-gpu", action="store_true", help="do not read NVML")
     parser.add_argument("--json", action="store_true", help="print the JSON report")
+    parser.add_argument(
+        "--prometheus", metavar="URL", help="triage every vLLM server a Prometheus server scrapes"
+    )
+    parser.add_argument("--since", default="30m", help="--prometheus: window to look back (30m)")
+    parser.add_argument("--step", default="15s", help="--prometheus: resolution (15s)")
     add_rules_option(parser)
     add_target_options(parser)
     return parser
@@ -70,6 +80,8 @@ def diagnose_main(argv: list[str]) -> int:
         print(f"vtop diagnose: {error}", file=sys.stderr)
         return EXIT_UNKNOWN
     options = DiagnoseOptions(args.window, args.interval, args.vllm_args, log_text, not args.no_gpu)
+    if args.prometheus:
+        return diagnose_from_prometheus(args, rules, options)
     if is_recording(args.url) or is_bundle(Path(args.url)):
         diagnosis = diagnose_recording(Path(args.url), args.target, rules, options)
         if diagnosis is None:
@@ -78,6 +90,33 @@ def diagnose_main(argv: list[str]) -> int:
         diagnosis = asyncio.run(diagnose_url(args.url, rules, options, scrape_options(args)))
     print(json.dumps(json_report(diagnosis), indent=2) if args.json else text_report(diagnosis))
     return diagnosis.exit_code
+
+
+def diagnose_from_prometheus(
+    args: argparse.Namespace, rules: list[Rule], options: DiagnoseOptions
+) -> int:
+    """`vtop diagnose --prometheus URL --since 30m`: the fleet's triage over a past window."""
+    from vtop.cli import scrape_options
+
+    try:
+        since, step = parse_duration(args.since), parse_duration(args.step)
+        fleet = asyncio.run(
+            diagnose_prometheus(
+                args.prometheus,
+                since,
+                step,
+                rules,
+                options,
+                replace(scrape_options(args), api_key=None),
+                time.time(),
+            )
+        )
+    except (PrometheusError, PromQLError) as error:
+        print(f"vtop diagnose: {error}", file=sys.stderr)
+        return EXIT_UNKNOWN
+    report = fleet_json_report(fleet) if args.json else None
+    print(json.dumps(report, indent=2) if report else fleet_text_report(fleet))
+    return fleet.exit_code
 
 
 def diagnose_recording(

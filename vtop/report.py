@@ -5,10 +5,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from vtop.core.diagnose import Diagnosis
+from vtop.core.diagnose import Diagnosis, FleetDiagnosis
 from vtop.core.engine import Finding, ProposedChange
 
 SCHEMA = "vtop.diagnose/1"
+FLEET_SCHEMA = "vtop.fleet/1"
 
 
 def _number(value: float | None) -> str:
@@ -146,4 +147,29 @@ def json_report(diagnosis: Diagnosis) -> dict[str, Any]:
             k: {"value": v.value, "source": v.source} for k, v in diagnosis.config.settings.items()
         },
         "events": diagnosis.events,
+    }
+
+
+def fleet_text_report(fleet: FleetDiagnosis) -> str:
+    """The fleet findings (imbalance across servers), then each server's report."""
+    servers = fleet.servers
+    lines = [f"vtop fleet diagnosis: {len(servers)} vLLM server(s), exit code {fleet.exit_code}"]
+    findings = fleet.fleet.findings if fleet.fleet else ()
+    lines.append("ACROSS SERVERS" if findings else "No imbalance across servers.")
+    for finding in findings:
+        lines += finding_lines(finding, "  ")
+    lines += [f"  {event}" for event in fleet.events]
+    for diagnosis in servers:
+        lines += ["", text_report(diagnosis)]
+    return "\n".join(lines)
+
+
+def fleet_json_report(fleet: FleetDiagnosis) -> dict[str, Any]:
+    """The fleet report as JSON (schema vtop.fleet/1): fleet findings plus every server's."""
+    findings = fleet.fleet.findings if fleet.fleet else ()
+    return {
+        "schema": FLEET_SCHEMA,
+        "exit_code": fleet.exit_code,
+        "fleet": {"findings": [finding_json(f) for f in findings], "events": fleet.events},
+        "servers": [json_report(diagnosis) for diagnosis in fleet.servers],
     }

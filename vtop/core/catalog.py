@@ -154,3 +154,15 @@ class Normalizer:
             known = (Series(name, series.labels), name != series.name)
             self._canonical[series] = known
         return known
+
+
+def sample_type(name: str) -> str:
+    """The exposition type of a sample name when none was declared: the catalogue's, else by
+    suffix (counters end in _total)."""
+    for suffix in ("_bucket", "_sum", "_count"):
+        family = name.removesuffix(suffix)
+        if family != name and family in BY_NAME and BY_NAME[family].type == "histogram":
+            return "histogram"
+    if name in BY_NAME:
+        return BY_NAME[name].type
+    return "counter" if name.endswith("_total") else "gauge"

@@ -13,8 +13,9 @@ from vtop.core.frame import Frame, ScrapeStatus, TargetScrape
 from vtop.core.poller import poll
 from vtop.core.rules import Rule
 from vtop.core.server_config import ServerConfig
-from vtop.core.session import Session
+from vtop.core.session import FLEET_VIEW, Session
 from vtop.core.sources.nvml import NvmlSource
+from vtop.core.sources.prometheus import PrometheusClient, PrometheusError, history_frames
 from vtop.core.sources.vllm_http import ScrapeOptions, VllmHttpSource
 from vtop.core.store import Store
 from vtop.core.summary import TargetSummary, summarize
@@ -91,6 +92,26 @@ async def diagnose_url(
     return diagnose_frames(source.target, frames, rules, options)
 
 
+async def diagnose_prometheus(
+    url: str,
+    since_s: float,
+    step_s: float,
+    rules: list[Rule],
+    options: DiagnoseOptions,
+    scrape_options: ScrapeOptions,
+    now: float,
+) -> FleetDiagnosis:
+    """Triage the window [now - since, now] of every vLLM server a Prometheus server scrapes."""
+    client = PrometheusClient(url, scrape_options)
+    try:
+        frames = await history_frames(client, now - since_s, now, step_s)
+    finally:
+        await client.close()
+    if not frames:
+        raise PrometheusError(f"{url}: no vLLM series (vllm:*) in the last {since_s:.0f} s")
+    return diagnose_fleet(frames, rules, options)
+
+
 async def _sample(
     source: VllmHttpSource,
     nvml: NvmlSource | None,
@@ -115,6 +136,41 @@ def diagnose_frames(
     session = Session(rules, options)
     for frame in frames:
         session.ingest(frame)
+    return _target_diagnosis(session, target, frames)
+
+
+@dataclass
+class FleetDiagnosis:
+    """Every server's diagnosis plus the fleet-scope findings (imbalance)."""
+
+    servers: list[Diagnosis]
+    fleet: Triage | None
+    events: list[str] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        """The worst of the servers' and the fleet's (3 when no server could be diagnosed)."""
+        if not self.servers or all(d.triage is None for d in self.servers):
+            return EXIT_UNKNOWN
+        codes = [d.exit_code for d in self.servers if d.triage is not None]
+        codes.append(EXIT_BY_SEVERITY[self.fleet.severity] if self.fleet else EXIT_OK)
+        return max(codes)
+
+
+def diagnose_fleet(
+    frames: list[Frame], rules: list[Rule], options: DiagnoseOptions
+) -> FleetDiagnosis:
+    """Triage every server in the frames, and the fleet rules across them."""
+    session = Session(rules, options)
+    for frame in frames:
+        session.ingest(frame)
+    servers = [_target_diagnosis(session, target, frames) for target in session.targets]
+    events = [f"{m.kind}: {m.text}" for m in session.marks if m.target == FLEET_VIEW]
+    return FleetDiagnosis(servers, session.fleet.triage, events)
+
+
+def _target_diagnosis(session: Session, target: str, frames: list[Frame]) -> Diagnosis:
+    """One target's diagnosis at the last frame of a session that ingested `frames`."""
     view = session.view(target)
     now = frames[-1].timestamp
     window = now - frames[0].timestamp

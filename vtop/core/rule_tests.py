@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from vtop.core.catalog import BY_NAME
+from vtop.core.catalog import sample_type
 from vtop.core.engine import Engine, Triage
 from vtop.core.exposition import ExpositionParser
 from vtop.core.frame import Frame, Sample, ScrapeStatus, Series, TargetScrape
@@ -38,17 +38,6 @@ def expand(values: str) -> list[float | None]:
     return out
 
 
-def metric_type(name: str) -> str:
-    """The exposition type of a sample name, from the catalogue (counters end in _total)."""
-    for suffix in ("_bucket", "_sum", "_count"):
-        family = name.removesuffix(suffix)
-        if family != name and family in BY_NAME and BY_NAME[family].type == "histogram":
-            return "histogram"
-    if name in BY_NAME:
-        return BY_NAME[name].type
-    return "counter" if name.endswith("_total") else "gauge"
-
-
 @dataclass
 class Outcome:
     """What one test file produced."""
@@ -66,7 +55,7 @@ def _frames(case: dict[str, Any], interval: float) -> list[Frame]:
         parser.parse(f"{head} 0").samples[0].series: expand(str(values))
         for head, values in case["series"].items()
     }
-    types = {series.name: metric_type(series.name) for series in columns}
+    types = {series.name: sample_type(series.name) for series in columns}
     ticks = max(len(values) for values in columns.values())
     frames = []
     for tick in range(ticks):

@@ -16,7 +16,7 @@ from vtop.core.engine import Engine, Finding, Triage
 from vtop.core.frame import Frame, GpuSnapshot, ScrapeStatus, TargetScrape
 from vtop.core.rules import Rule
 from vtop.core.server_config import ServerConfig
-from vtop.core.store import Store
+from vtop.core.store import DEFAULT_CAPACITY, Store
 from vtop.core.summary import TargetSummary, summarize
 
 SCRAPE_FAILURES = frozenset(status.value.replace(" ", "_") for status in ScrapeStatus)
@@ -69,8 +69,9 @@ class Session:
         options: DiagnoseOptions,
         history_points: int = 3600,
         rule_budget: int | None = None,
+        store_capacity: int = DEFAULT_CAPACITY,
     ) -> None:
-        self.store = Store()
+        self.store = Store(store_capacity)
         self.engine = Engine(rules)
         self.options = options
         self.history_points = history_points

@@ -59,6 +59,8 @@ class Settings:
     """Path of the server's log, for its startup lines."""
     bundle_dir: str = "."
     """Where the dashboard's `b` key writes incident bundles."""
+    prometheus: str | None = None
+    """Read the vLLM servers a Prometheus server scrapes instead of scraping them."""
 
 
 ENV_NAMES = {
@@ -71,6 +73,7 @@ ENV_NAMES = {
     "hidden_panels": "VTOP_HIDE",
     "rules_dir": "VTOP_RULES",
     "api_key": API_KEY_ENV,
+    "prometheus": "VTOP_PROMETHEUS",
 }
 
 

@@ -25,6 +25,7 @@ from vtop.ui import replay_actions, server_actions, views
 from vtop.ui.chart_data import CHARTS
 from vtop.ui.explain import HELP, diagnosis_text, explain
 from vtop.ui.messages import FramesReady
+from vtop.ui.screens.fleet import FleetScreen
 from vtop.ui.screens.text_screen import TextScreen
 from vtop.ui.widgets.banner import Banner
 from vtop.ui.widgets.chart_scroll import ChartScroll
@@ -39,6 +40,13 @@ from vtop.ui.widgets.ttft_histogram import TtftHistogram
 NARROW_BELOW = 110
 LOW_REDRAW_EVERY = 5
 INTERVAL_STEPS = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
+FLEET_SCREEN = "fleet"
+RULE_BUDGET = 10
+"""Servers whose rules run per tick in a fleet (in turn; the one on screen always)."""
+FLEET_STORE_TICKS = 14_400
+"""Ticks x servers the store keeps (history shrinks as servers are added, to bound memory)."""
+MIN_STORE_TICKS = 400
+"""Never fewer than this: the rules' longest window is 5 minutes."""
 
 
 class VtopApp(App[int]):
@@ -58,6 +66,7 @@ class VtopApp(App[int]):
         Binding("d", "diagnosis", "diagnosis"),
         Binding("e", "explain", "explain"),
         Binding("t", "next_target", "endpoint", show=False),
+        Binding("f,escape", "fleet", "fleet", show=False),
         Binding("right_square_bracket", "step(1)", "step", show=False),
         Binding("left_square_bracket", "step(-1)", "back", show=False),
         Binding("right_curly_bracket", "jump(60)", "+60s", show=False),
@@ -84,6 +93,7 @@ class VtopApp(App[int]):
         log_text: str | None = None,
         server: ServerState | None = None,
         readonly: bool = False,
+        fleet: bool | None = None,
     ) -> None:
         super().__init__()
         self.settings = settings
@@ -97,7 +107,12 @@ class VtopApp(App[int]):
         self.server = server
         """The vLLM server vtop manages here (None when it only watches)."""
         self.readonly = readonly
-        self.session = Session(rules, options)
+        servers = len(settings.urls)
+        self.fleet_mode = servers > 1 or settings.prometheus is not None if fleet is None else fleet
+        """Several servers: open on the fleet table, limit rule runs per tick, bound history."""
+        capacity = max(MIN_STORE_TICKS, min(3600, FLEET_STORE_TICKS // max(servers, 4)))
+        budget = RULE_BUDGET if self.fleet_mode else None
+        self.session = Session(rules, options, rule_budget=budget, store_capacity=capacity)
         self.interval = settings.interval_s
         self.paused = False
         self.target_index = 0
@@ -131,6 +146,9 @@ class VtopApp(App[int]):
         if isinstance(self.feed, ReplayFeed) and self.feed.start_index > 0:
             replay_actions.seek(self, self.feed, self.feed.start_index)
         self._timer = self.set_interval(self.interval, self.tick)
+        self.install_screen(FleetScreen(), name=FLEET_SCREEN)
+        if self.fleet_mode:
+            self.push_screen(FLEET_SCREEN)
         self.tick()
         self.refresh_views()
 
@@ -187,6 +205,12 @@ class VtopApp(App[int]):
         if screen is None or not screen.is_mounted:
             return
         now = self.session.now if self.session.now is not None else self.clock()
+        if self.view is not None:
+            self.session.focus = self.view.target
+        if isinstance(self.screen, FleetScreen):
+            if not self.paused or even_paused:
+                views.show_fleet(self, self.screen, now)
+            return
         screen.query_one(Header).show(views.header_text(self, now))
         if self.paused and not even_paused:
             return
@@ -289,6 +313,21 @@ class VtopApp(App[int]):
     def action_speed(self) -> None:
         """Replay speed: x1, x10, as fast as possible."""
         replay_actions.cycle_speed(self)
+
+    def action_fleet(self) -> None:
+        """The fleet table (from the dashboard)."""
+        if not isinstance(self.screen, FleetScreen) and len(self.screen_stack) == 1:
+            self.push_screen(FLEET_SCREEN)
+            self.refresh_views(even_paused=True)
+
+    @on(FleetScreen.Open)
+    def open_server(self, message: FleetScreen.Open) -> None:
+        """Drill from the fleet table into one server's dashboard."""
+        names = list(self.session.targets)
+        if message.target in names:
+            self.target_index = names.index(message.target)
+        self.pop_screen()
+        self.refresh_views(even_paused=True)
 
     def action_next_target(self) -> None:
         """Show the next endpoint."""

@@ -6,7 +6,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vtop.core.feeds import LiveFeed, ReplayFeed
-from vtop.core.fleet import label_values, last_restart, target_state
+from vtop.core.fleet import (
+    FleetRow,
+    engine_summaries,
+    filter_rows,
+    fleet_rows,
+    fleet_summary,
+    label_values,
+    last_restart,
+    sort_rows,
+    target_state,
+)
 from vtop.core.histogram import quantile
 from vtop.core.session import Session, TargetView
 from vtop.core.summary import TTFT
@@ -19,6 +29,7 @@ if TYPE_CHECKING:
     from textual.screen import Screen
 
     from vtop.ui.app import VtopApp
+    from vtop.ui.screens.fleet import FleetScreen
 
 
 def uptime(session: Session, view: TargetView, now: float) -> float | None:
@@ -172,3 +183,34 @@ def _bucket_index(cumulative: list[tuple[float, float]], value: float, count: in
         if value <= upper:
             return min(index, count - 1)
     return count - 1
+
+
+def fleet_line(app: VtopApp, now: float, rows: list[FleetRow]) -> str:
+    """Fleet-wide figures (histograms merged by bucket) and the findings across servers."""
+    session = app.session
+    total = fleet_summary(session, now)
+    live = sum(1 for row in rows if row.state in ("live", "restarted"))
+    triage = session.fleet.triage
+    across = ", ".join(short_key_of(f.rule.id, f.labels) for f in triage.findings) if triage else ""
+    return (
+        f" vtop fleet  {len(session.targets)} servers, {live} live  run {number(total.running)}"
+        f"  wait {number(total.waiting)}  gen {number(total.generation_tokens_per_s)} tok/s"
+        f"  TTFT p50/p99 {seconds(total.ttft_p50_s)}/{seconds(total.ttft_p99_s)}"
+        f"  {_mode(app, now)}\n across servers: {across or 'no imbalance'}"
+        "   [Enter] open  [s] sort  [/] filter"
+    )
+
+
+def short_key_of(rule_id: str, labels: tuple[tuple[str, str], ...]) -> str:
+    """B1@host:port - the rule and the instance it names."""
+    instance = dict(labels).get("instance")
+    return f"{rule_id}@{instance}" if instance else rule_id
+
+
+def show_fleet(app: VtopApp, screen: FleetScreen, now: float) -> None:
+    """Fill the fleet table: sorted, filtered, engines of data-parallel servers below theirs."""
+    session = app.session
+    every = fleet_rows(session, now)
+    rows = sort_rows(filter_rows(every, screen.filter_text), screen.sort_key, screen.descending)
+    engines = {r.target: engine_summaries(session, r.target, now) for r in rows if r.engines > 1}
+    screen.show(fleet_line(app, now, every), rows, engines)

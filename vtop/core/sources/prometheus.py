@@ -1,0 +1,185 @@
+"""A Prometheus server as the source: the vLLM servers it scrapes, read through its HTTP API.
+
+Prometheus already holds the fleet's series, so vtop reads them there (instant `query` for live
+ticks, `query_range` for a past window) and turns them into the same frames a direct scrape
+gives: one TargetScrape per discovered instance, so the store, rules and views are unchanged.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from vtop.core.catalog import sample_type
+from vtop.core.frame import Event, Frame, Sample, ScrapeStatus, Series, TargetScrape
+from vtop.core.sources.vllm_http import ScrapeOptions, describe_error, make_client
+
+VLLM_SELECTOR = '{__name__=~"vllm:.+|process_start_time_seconds|up"}'
+"""Everything vtop reads: vLLM's series, the restart marker, and Prometheus' own `up`."""
+DROPPED_LABELS = frozenset({"__name__", "instance", "job"})
+UP = "up"
+METADATA_REFRESH_S = 300.0
+
+
+class PrometheusError(Exception):
+    """The Prometheus server could not answer a query."""
+
+
+@dataclass(frozen=True)
+class Point:
+    """One series' value at one time, as Prometheus returned it."""
+
+    labels: dict[str, str]
+    timestamp: float
+    value: float
+
+
+class PrometheusClient:
+    """The few HTTP API calls vtop needs: query, query_range, metadata."""
+
+    def __init__(self, url: str, options: ScrapeOptions) -> None:
+        self.url = url.rstrip("/")
+        self.client = make_client(options)
+        self.headers = {"Authorization": f"Bearer {options.api_key}"} if options.api_key else {}
+
+    async def close(self) -> None:
+        """Close the HTTP client."""
+        await self.client.aclose()
+
+    async def _get(self, path: str, params: dict[str, str]) -> Any:
+        """GET an API path; the `data` member of a successful answer."""
+        try:
+            response = await self.client.get(self.url + path, params=params, headers=self.headers)
+        except httpx.HTTPError as error:
+            raise PrometheusError(f"{self.url}: {describe_error(error)}") from error
+        try:
+            body = response.json()
+        except ValueError as error:
+            raise PrometheusError(
+                f"{self.url}{path}: HTTP {response.status_code}, not a Prometheus API answer"
+            ) from error
+        if response.status_code != 200 or body.get("status") != "success":
+            raise PrometheusError(f"{self.url}{path}: {body.get('error') or response.status_code}")
+        return body["data"]
+
+    async def query(self, expr: str, at: float) -> list[Point]:
+        """An instant vector at `at`."""
+        data = await self._get("/api/v1/query", {"query": expr, "time": f"{at:.3f}"})
+        return [_point(item["metric"], item["value"]) for item in data.get("result", [])]
+
+    async def query_range(self, expr: str, start: float, end: float, step: float) -> list[Point]:
+        """Every series' values at each step from `start` to `end`."""
+        params = {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step}"}
+        data = await self._get("/api/v1/query_range", params)
+        return [
+            _point(item["metric"], pair)
+            for item in data.get("result", [])
+            for pair in item["values"]
+        ]
+
+    async def metadata(self) -> dict[str, str]:
+        """Declared metric types by family name, as the scraped targets exposed them."""
+        data = await self._get("/api/v1/metadata", {})
+        return {name: entries[0]["type"] for name, entries in data.items() if entries}
+
+
+def _point(metric: dict[str, str], pair: list[Any]) -> Point:
+    """A JSON `[timestamp, "value"]` pair of a series."""
+    return Point(metric, float(pair[0]), float(pair[1]))
+
+
+def target_names(points: Iterable[Point]) -> dict[tuple[str, str], str]:
+    """A target name per (job, instance) serving vLLM: the instance, or job/instance if reused."""
+    pairs = {
+        (p.labels.get("job", ""), p.labels.get("instance", ""))
+        for p in points
+        if p.labels.get("__name__", "").startswith("vllm:")
+    }
+    instances = [instance for _, instance in pairs]
+    return {
+        (job, instance): instance if instances.count(instance) == 1 else f"{job}/{instance}"
+        for job, instance in pairs
+    }
+
+
+def scrapes_from(
+    points: Iterable[Point], names: dict[tuple[str, str], str], types: dict[str, str]
+) -> tuple[TargetScrape, ...]:
+    """One scrape per named target: its samples, or unreachable when Prometheus says up == 0."""
+    samples: dict[str, list[Sample]] = {name: [] for name in names.values()}
+    down: dict[str, bool] = {}
+    for point in points:
+        key = (point.labels.get("job", ""), point.labels.get("instance", ""))
+        name = names.get(key)
+        metric = point.labels.get("__name__", "")
+        if name is None or math.isnan(point.value):
+            continue
+        if metric == UP:
+            down[name] = point.value == 0
+            continue
+        samples[name].append(Sample(Series(metric, _own_labels(point.labels)), point.value))
+    return tuple(_scrape(name, samples[name], down.get(name, False), types) for name in samples)
+
+
+def _own_labels(labels: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    """The series' labels without the name and the labels Prometheus adds per target."""
+    return tuple(sorted((k, v) for k, v in labels.items() if k not in DROPPED_LABELS))
+
+
+def _scrape(name: str, samples: list[Sample], down: bool, types: dict[str, str]) -> TargetScrape:
+    """A target's scrape from its Prometheus samples."""
+    if down or not samples:
+        why = "Prometheus reports the target down (up == 0)" if down else "no current samples"
+        return TargetScrape(name, ScrapeStatus.UNREACHABLE, error=why)
+    metric_types = {
+        s.series.name: types.get(s.series.name) or sample_type(s.series.name) for s in samples
+    }
+    return TargetScrape(name, ScrapeStatus.OK, samples=tuple(samples), metric_types=metric_types)
+
+
+class PrometheusFeed:
+    """Live frames from Prometheus: one instant query per tick covers every vLLM server."""
+
+    def __init__(self, client: PrometheusClient, interval: float) -> None:
+        self.client = client
+        self.interval = interval
+        self.names: dict[tuple[str, str], str] = {}
+        self.types: dict[str, str] = {}
+        self._types_at = -math.inf
+
+    async def frames(self, now: float) -> list[Frame]:
+        """The servers' latest values as one frame (an event when Prometheus fails)."""
+        try:
+            points = await self.client.query(VLLM_SELECTOR, now)
+            await self._refresh_types(now)
+        except PrometheusError as error:
+            return [Frame(now, events=(Event(now, "unreachable", self.client.url, str(error)),))]
+        self.names |= target_names(points)
+        return [Frame(now, scrapes_from(points, self.names, self.types))]
+
+    async def _refresh_types(self, now: float) -> None:
+        """Metric metadata, asked again every few minutes (new targets, new metrics)."""
+        if abs(now - self._types_at) > METADATA_REFRESH_S:
+            self.types = await self.client.metadata()
+            self._types_at = now
+
+    async def close(self) -> None:
+        """Close the HTTP client."""
+        await self.client.close()
+
+
+async def history_frames(
+    client: PrometheusClient, start: float, end: float, step: float
+) -> list[Frame]:
+    """Frames at every step of a past window, from one range query."""
+    points = await client.query_range(VLLM_SELECTOR, start, end, step)
+    types = await client.metadata()
+    names = target_names(points)
+    by_time: dict[float, list[Point]] = {}
+    for point in points:
+        by_time.setdefault(point.timestamp, []).append(point)
+    return [Frame(at, scrapes_from(by_time[at], names, types)) for at in sorted(by_time)]

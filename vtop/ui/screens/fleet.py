@@ -1,0 +1,156 @@
+"""The fleet table: one row per server (engines of data-parallel servers below it), sortable and
+filterable; Enter opens that server's dashboard, Esc there comes back."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Input, Static
+
+from vtop.core.fleet import SORT_KEYS, FleetRow
+from vtop.core.summary import TargetSummary
+from vtop.ui.format import number, percent, seconds
+
+COLUMNS = ("server", "state", "model", "run", "wait", "KV", "pre/s", "TTFT99", "gen/s", "finding")
+SEVERITY_STYLE = {"critical": "bold reverse", "warning": "bold"}
+
+
+def figures(summary: TargetSummary | None) -> list[str]:
+    """The figure cells of a row: running, waiting, KV, preemptions/s, TTFT p99, gen tok/s."""
+    if summary is None:
+        return ["-"] * 6
+    return [
+        number(summary.running),
+        number(summary.waiting),
+        percent(summary.kv_usage),
+        number(summary.preemptions_per_s, "{:.2f}"),
+        seconds(summary.ttft_p99_s),
+        number(summary.generation_tokens_per_s),
+    ]
+
+
+def row_cells(row: FleetRow) -> list[str | Text]:
+    """The cells of one server's row."""
+    finding = Text(row.finding or "ok", style=SEVERITY_STYLE.get(row.severity, ""))
+    return [row.target, row.state, row.model, *figures(row.summary), finding]
+
+
+def engine_cells(engine: str, summary: TargetSummary) -> list[str | Text]:
+    """The cells of one data-parallel engine's row, under its server."""
+    return [f"  engine {engine}", "", "", *figures(summary), ""]
+
+
+class FleetScreen(Screen[None]):
+    """Every server at a glance; the app fills it (widgets never fetch)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter", "open", "open"),
+        Binding("s", "sort", "sort"),
+        Binding("S", "reverse", "reverse", show=False),
+        Binding("slash", "filter", "filter"),
+        Binding("escape", "clear_filter", "clear filter", show=False),
+        Binding("q", "app.quit", "quit"),
+    ]
+
+    class Open(Message):
+        """The user picked a server."""
+
+        def __init__(self, target: str) -> None:
+            super().__init__()
+            self.target = target
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sort_key = "target"
+        self.descending = False
+        self.filter_text = ""
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="fleet-summary")
+        table: DataTable[str | Text] = DataTable(id="fleet-table", cursor_type="row")
+        table.add_columns(*COLUMNS)
+        yield table
+        yield Input(placeholder="filter: server, model, state or finding", id="fleet-filter")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one(Input).display = False
+        self.query_one(DataTable).focus()
+
+    def show(
+        self,
+        summary: str,
+        rows: list[FleetRow],
+        engines: dict[str, dict[str, TargetSummary]],
+    ) -> None:
+        """Redraw the table with rows already sorted and filtered; the cursor stays put."""
+        self.query_one("#fleet-summary", Static).update(summary)
+        table: DataTable[str | Text] = self.query_one(DataTable)
+        selected = self.selected
+        table.clear()
+        for row in rows:
+            table.add_row(*row_cells(row), key=row.target)
+            for engine, figures_of_engine in engines.get(row.target, {}).items():
+                table.add_row(
+                    *engine_cells(engine, figures_of_engine), key=f"{row.target}#{engine}"
+                )
+        keys = [row.target for row in rows]
+        if selected in keys:
+            table.move_cursor(row=table.get_row_index(selected), animate=False)
+
+    @property
+    def selected(self) -> str | None:
+        """The server under the cursor (an engine row selects its server)."""
+        table: DataTable[str | Text] = self.query_one(DataTable)
+        if table.row_count == 0:
+            return None
+        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        return None if key is None else key.split("#")[0]
+
+    def action_open(self) -> None:
+        """Drill into the selected server."""
+        if self.selected is not None:
+            self.post_message(self.Open(self.selected))
+
+    @on(DataTable.RowSelected)
+    def _row_selected(self) -> None:
+        self.action_open()
+
+    def action_sort(self) -> None:
+        """Sort by the next column (figures largest first)."""
+        self.sort_key = SORT_KEYS[(SORT_KEYS.index(self.sort_key) + 1) % len(SORT_KEYS)]
+        self.descending = self.sort_key not in ("target", "state", "finding")
+        self.app.refresh_views()  # type: ignore[attr-defined]
+
+    def action_reverse(self) -> None:
+        """Flip the sort order."""
+        self.descending = not self.descending
+        self.app.refresh_views()  # type: ignore[attr-defined]
+
+    def action_filter(self) -> None:
+        """Show the filter box."""
+        box = self.query_one(Input)
+        box.display = True
+        box.focus()
+
+    def action_clear_filter(self) -> None:
+        """Drop the filter and hide its box."""
+        box = self.query_one(Input)
+        box.value, box.display, self.filter_text = "", False, ""
+        self.query_one(DataTable).focus()
+        self.app.refresh_views()  # type: ignore[attr-defined]
+
+    @on(Input.Changed, "#fleet-filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        self.filter_text = event.value
+        self.app.refresh_views()  # type: ignore[attr-defined]
+
+    @on(Input.Submitted, "#fleet-filter")
+    def _filter_done(self) -> None:
+        self.query_one(DataTable).focus()
