@@ -34,3 +34,11 @@ def frame(when: float, types: Mapping[str, str], values: Mapping[str, float]) ->
 def down_frame(when: float, target: str = TARGET) -> Frame:
     """A frame in which the target was unreachable."""
     return Frame(when, (TargetScrape(target, ScrapeStatus.UNREACHABLE, error="refused"),))
+
+
+def frame_from_texts(when: float, texts: Mapping[str, str]) -> Frame:
+    """A frame with one successful scrape per target, from {target: exposition text}."""
+    scrapes = tuple(
+        frame_from_text(when, text, target).scrapes[0] for target, text in texts.items()
+    )
+    return Frame(when, scrapes)

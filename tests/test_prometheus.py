@@ -6,7 +6,6 @@ import asyncio
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,7 @@ import pytest
 from tests.http_server import Canned, serving, serving_handler
 from tests.payloads import fixture
 from tests.prometheus_harness import prometheus, wait_for_samples
-from tests.test_diagnose import CACHE_LABELS, STORM_TICK
+from tests.storm_server import IDLE, storm_handler
 from vtop.cli import main
 from vtop.core.diagnose import DiagnoseOptions, diagnose_prometheus
 from vtop.core.exposition import ExpositionParser
@@ -22,41 +21,6 @@ from vtop.core.frame import ScrapeStatus, TargetScrape
 from vtop.core.rules import load_rules
 from vtop.core.sources.prometheus import PrometheusClient, PrometheusError, PrometheusFeed
 from vtop.core.sources.vllm_http import ScrapeOptions
-
-QUEUE_LINES = """# TYPE vllm:request_queue_time_seconds histogram
-vllm:request_queue_time_seconds_sum{{engine="0",model_name="m"}} {q}
-vllm:request_queue_time_seconds_count{{engine="0",model_name="m"}} {n}
-"""
-IDLE = """# TYPE vllm:num_requests_waiting gauge
-vllm:num_requests_waiting{engine="0",model_name="m"} 0
-# TYPE vllm:num_requests_running gauge
-vllm:num_requests_running{engine="0",model_name="m"} 0
-# TYPE vllm:generation_tokens_total counter
-vllm:generation_tokens_total{engine="0",model_name="m"} 500
-# TYPE vllm:request_queue_time_seconds histogram
-vllm:request_queue_time_seconds_sum{engine="0",model_name="m"} 0
-vllm:request_queue_time_seconds_count{engine="0",model_name="m"} 5
-"""
-
-
-def storm_handler(started: float) -> type[BaseHTTPRequestHandler]:
-    """/metrics of a server in a preemption storm, counters growing with time."""
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            t = time.time() - started + 1
-            values = {"p": 3 * t, "g": 300 * t, "n": t, "ps": 96 * t, "gs": 300 * t, "q": 8 * t}
-            body = STORM_TICK.format(cache_labels=CACHE_LABELS, **values)
-            payload = (body + QUEUE_LINES.format(**values)).encode()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-
-        def log_message(self, format: str, *args: object) -> None:
-            return
-
-    return Handler
 
 
 def host_port(url: str) -> str:

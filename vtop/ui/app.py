@@ -66,7 +66,8 @@ class VtopApp(App[int]):
         Binding("d", "diagnosis", "diagnosis"),
         Binding("e", "explain", "explain"),
         Binding("t", "next_target", "endpoint", show=False),
-        Binding("f,escape", "fleet", "fleet", show=False),
+        Binding("f", "fleet", "fleet", show=False),
+        Binding("escape", "fleet(True)", "fleet", show=False),
         Binding("right_square_bracket", "step(1)", "step", show=False),
         Binding("left_square_bracket", "step(-1)", "back", show=False),
         Binding("right_curly_bracket", "jump(60)", "+60s", show=False),
@@ -146,9 +147,8 @@ class VtopApp(App[int]):
         if isinstance(self.feed, ReplayFeed) and self.feed.start_index > 0:
             replay_actions.seek(self, self.feed, self.feed.start_index)
         self._timer = self.set_interval(self.interval, self.tick)
-        self.install_screen(FleetScreen(), name=FLEET_SCREEN)
         if self.fleet_mode:
-            self.push_screen(FLEET_SCREEN)
+            self.action_fleet()
         self.tick()
         self.refresh_views()
 
@@ -314,8 +314,12 @@ class VtopApp(App[int]):
         """Replay speed: x1, x10, as fast as possible."""
         replay_actions.cycle_speed(self)
 
-    def action_fleet(self) -> None:
-        """The fleet table (from the dashboard)."""
+    def action_fleet(self, back: bool = False) -> None:
+        """The fleet table (from the dashboard); Esc goes back to it only with several servers."""
+        if back and not (self.fleet_mode or len(self.session.targets) > 1):
+            return
+        if not self.is_screen_installed(FLEET_SCREEN):
+            self.install_screen(FleetScreen(), name=FLEET_SCREEN)
         if not isinstance(self.screen, FleetScreen) and len(self.screen_stack) == 1:
             self.push_screen(FLEET_SCREEN)
             self.refresh_views(even_paused=True)

@@ -70,6 +70,7 @@ class FleetScreen(Screen[None]):
         self.sort_key = "target"
         self.descending = False
         self.filter_text = ""
+        self.ready = False
 
     def compose(self) -> ComposeResult:
         yield Static(id="fleet-summary")
@@ -82,6 +83,7 @@ class FleetScreen(Screen[None]):
     def on_mount(self) -> None:
         self.query_one(Input).display = False
         self.query_one(DataTable).focus()
+        self.ready = True
 
     def show(
         self,
@@ -90,6 +92,8 @@ class FleetScreen(Screen[None]):
         engines: dict[str, dict[str, TargetSummary]],
     ) -> None:
         """Redraw the table with rows already sorted and filtered; the cursor stays put."""
+        if not self.ready:
+            return
         self.query_one("#fleet-summary", Static).update(summary)
         table: DataTable[str | Text] = self.query_one(DataTable)
         selected = self.selected
