@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.frames import down_frame, frame, frame_from_text
+from tests.frames import down_frame, frame, frame_from_text, frame_from_texts
 from tests.test_diagnose import CACHE_LABELS, STORM_TICK
 from vtop.core.effective_config import DiagnoseOptions
 from vtop.core.frame import Frame
@@ -77,3 +77,22 @@ def test_restart_is_marked_and_findings_clear() -> None:
     assert "cleared" in kinds(session)
     view = session.targets["http://127.0.0.1:8000"]
     assert view.triage is not None and all(f.rule.id != "M1" for f in view.triage.findings)
+
+
+def test_a_rule_budget_judges_servers_in_turn_and_the_focused_one_always() -> None:
+    session = Session(load_rules(), DiagnoseOptions(), rule_budget=2)
+    session.focus = "http://e"
+    names = [f"http://{letter}" for letter in "abcde"]
+    judged: dict[str, list[object]] = {name: [] for name in names}
+    for t in range(6):
+        text = storm(t).scrapes[0].raw_text
+        session.ingest(frame_from_texts(float(t), dict.fromkeys(names, text)))
+        for name in names:
+            triage = session.targets[name].triage
+            if triage is not None and not any(seen is triage for seen in judged[name]):
+                judged[name].append(triage)
+    assert len(judged["http://e"]) == 6  # the focused server every frame
+    assert all(1 <= len(judged[name]) <= 3 for name in names[:4])  # the others in turn
+    view = session.targets["http://a"]
+    assert all(summary.running == 4 for _, summary in view.history)  # gauges every frame
+    assert view.summary is not None and view.summary.preemptions_per_s is not None

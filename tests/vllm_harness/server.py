@@ -181,11 +181,11 @@ class ServerPool:
         self.keep = keep
         self._servers: dict[ServerSpec, VllmServer] = {}
 
-    def get(self, spec: ServerSpec) -> VllmServer:
-        """A running server for `spec`, starting it (and stopping the oldest) if needed."""
+    def get(self, spec: ServerSpec, keep: int | None = None) -> VllmServer:
+        """A running server for `spec`, starting it (and stopping the oldest beyond `keep`)."""
         if spec in self._servers:
             return self._servers[spec]
-        while len(self._servers) >= self.keep:
+        while len(self._servers) >= (keep or self.keep):
             oldest = next(iter(self._servers))
             self._servers.pop(oldest).stop()
         server = VllmServer(spec, self.log_dir / f"vllm-{len(self._servers)}-{time.time():.0f}.log")

@@ -17,7 +17,7 @@ from vtop.core.frame import Frame, GpuSnapshot, ScrapeStatus, TargetScrape
 from vtop.core.rules import Rule
 from vtop.core.server_config import ServerConfig
 from vtop.core.store import DEFAULT_CAPACITY, Store
-from vtop.core.summary import TargetSummary, summarize
+from vtop.core.summary import TargetSummary, quick_summary, summarize
 
 SCRAPE_FAILURES = frozenset(status.value.replace(" ", "_") for status in ScrapeStatus)
 """Event kinds the poller emits for failed scrapes; the session marks status changes instead."""
@@ -28,6 +28,12 @@ FRAMES_KEPT = 600
 """Recent frames kept for an incident bundle (10 minutes at 1 s)."""
 KV_SATURATED = 0.95
 FLEET_VIEW = "fleet"
+RULE_BUDGET = 10
+"""Servers whose rules run per frame in a fleet (in turn; the one on screen always)."""
+STORE_TICKS_X_SERVERS = 14_400
+"""Ticks x servers the store keeps (history shrinks as servers are added, to bound memory)."""
+MIN_STORE_TICKS = 400
+"""Never fewer: the rules' longest window is 5 minutes."""
 QUIET_BEFORE_MARK_S = 60.0
 """A burst or saturation is marked again only after this long without one."""
 
@@ -164,8 +170,11 @@ class Session:
             view.config = server_config(scrape, frame.gpu or self.gpu, self._options())
         view.last_scrape = view.last_ok_scrape = scrape
         self.exited.pop(scrape.target, None)
-        now = frame.timestamp
-        summary = summarize(self.store, scrape.target, now, self.options.window_s)
+        now, window = frame.timestamp, self.options.window_s
+        if judged:
+            summary = summarize(self.store, scrape.target, now, window)
+        else:
+            summary = quick_summary(self.store, scrape.target, now, window, view.summary)
         self._mark_changes(view, summary, now)
         view.history.append((now, summary))
         if not judged:
@@ -214,6 +223,11 @@ class Session:
         for key in sorted(before.keys() - after.keys()):
             text = f"{short_key(before[key])} cleared: {before[key].rule.title}"
             self.marks.append(Mark(now, "cleared", view.target, text))
+
+
+def store_ticks_for(servers: int) -> int:
+    """Store capacity in ticks for a number of servers (3600 for up to four)."""
+    return max(MIN_STORE_TICKS, min(DEFAULT_CAPACITY, STORE_TICKS_X_SERVERS // max(servers, 4)))
 
 
 def short_key(finding: Finding) -> str:

@@ -143,6 +143,8 @@ class Store:
         self._times = array("d", [NAN]) * capacity
         self._tracks: dict[Series, _Track] = {}
         self._by_name: dict[str, list[Series]] = {}
+        self._by_instance: dict[tuple[str, str | None], list[Series]] = {}
+        """Series by (name, instance): a fleet's per-server queries touch only their own."""
         self._targets: dict[str, _TargetState] = {}
         self._normalizer = Normalizer()
 
@@ -228,6 +230,8 @@ class Store:
         track = _Track(self.capacity, known.cumulative, self.tick)
         self._tracks[known.series] = track
         self._by_name.setdefault(known.series.name, []).append(known.series)
+        key = (known.series.name, known.series.label(INSTANCE))
+        self._by_instance.setdefault(key, []).append(known.series)
         return track
 
     def _fill_gap(self, track: _Track) -> None:
@@ -295,10 +299,13 @@ class Store:
 
     def select(self, name: str, matchers: Matchers | None = None) -> list[Series]:
         """Series of `name` whose labels equal every matcher."""
-        found = self._by_name.get(name, [])
+        if matchers and INSTANCE in matchers:
+            found = self._by_instance.get((name, matchers[INSTANCE]), [])
+        else:
+            found = self._by_name.get(name, [])
         if not matchers:
             return list(found)
-        wanted = matchers.items()
+        wanted = [(k, v) for k, v in matchers.items() if k != INSTANCE]
         return [series for series in found if all(series.label(k) == v for k, v in wanted)]
 
     def series_count(self) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -49,25 +50,14 @@ def summarize(
     def rate(name: str) -> float | None:
         return _one(store.sum_by(store.rate, name, now, window, only))
 
-    def latest(name: str) -> float | None:
-        return _one(store.latest_by(name, now, only))
-
     def mean(name: str) -> float | None:
         return _one(store.histogram_mean(name, now, window, only))
 
     def quantile(q: float, name: str) -> float | None:
         return _one(store.histogram_quantile(q, name, now, window, only))
 
-    kv_now = [store.latest(s, now) for s in store.select("vllm:kv_cache_usage_perc", only)]
-    present = [v for v in kv_now if v is not None]
-    return TargetSummary(
-        target=target,
-        running=latest("vllm:num_requests_running"),
-        waiting=latest("vllm:num_requests_waiting"),
-        kv_usage=max(present) if present else None,
-        preemptions_per_s=rate("vllm:num_preemptions_total"),
-        prompt_tokens_per_s=rate("vllm:prompt_tokens_total"),
-        generation_tokens_per_s=rate("vllm:generation_tokens_total"),
+    return dataclasses.replace(
+        quick_summary(store, target, now, window, None, only),
         ttft_p50_s=quantile(0.5, TTFT),
         ttft_p99_s=quantile(0.99, TTFT),
         itl_p50_s=quantile(0.5, ITL),
@@ -77,6 +67,38 @@ def summarize(
         prefix_hit_rate=_ratio(
             rate("vllm:prefix_cache_hits_total"), rate("vllm:prefix_cache_queries_total")
         ),
+    )
+
+
+def quick_summary(
+    store: Store,
+    target: str,
+    now: float,
+    window: float,
+    previous: TargetSummary | None,
+    only: Mapping[str, str] | None = None,
+) -> TargetSummary:
+    """Gauges and rates now; latency figures (histograms, the costly part) as last computed.
+
+    Used alone for servers off screen in a large fleet, whose full figures refresh in turn.
+    """
+    only = {"instance": target} if only is None else only
+
+    def rate(name: str) -> float | None:
+        return _one(store.sum_by(store.rate, name, now, window, only))
+
+    kv_now = [store.latest(s, now) for s in store.select("vllm:kv_cache_usage_perc", only)]
+    present = [v for v in kv_now if v is not None]
+    base = previous or TargetSummary(target, *([None] * 8))
+    return dataclasses.replace(
+        base,
+        target=target,
+        running=_one(store.latest_by("vllm:num_requests_running", now, only)),
+        waiting=_one(store.latest_by("vllm:num_requests_waiting", now, only)),
+        kv_usage=max(present) if present else None,
+        preemptions_per_s=rate("vllm:num_preemptions_total"),
+        prompt_tokens_per_s=rate("vllm:prompt_tokens_total"),
+        generation_tokens_per_s=rate("vllm:generation_tokens_total"),
     )
 
 

@@ -19,7 +19,7 @@ from vtop.core.effective_config import DiagnoseOptions
 from vtop.core.feeds import Feed, LiveFeed, ReplayFeed
 from vtop.core.process import ServerState
 from vtop.core.rules import Rule
-from vtop.core.session import Session, TargetView, short_key
+from vtop.core.session import RULE_BUDGET, Session, TargetView, short_key, store_ticks_for
 from vtop.core.settings import PANELS, Settings
 from vtop.ui import replay_actions, server_actions, views
 from vtop.ui.chart_data import CHARTS
@@ -41,12 +41,6 @@ NARROW_BELOW = 110
 LOW_REDRAW_EVERY = 5
 INTERVAL_STEPS = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 FLEET_SCREEN = "fleet"
-RULE_BUDGET = 10
-"""Servers whose rules run per tick in a fleet (in turn; the one on screen always)."""
-FLEET_STORE_TICKS = 14_400
-"""Ticks x servers the store keeps (history shrinks as servers are added, to bound memory)."""
-MIN_STORE_TICKS = 400
-"""Never fewer than this: the rules' longest window is 5 minutes."""
 
 
 class VtopApp(App[int]):
@@ -111,8 +105,8 @@ class VtopApp(App[int]):
         servers = len(settings.urls)
         self.fleet_mode = servers > 1 or settings.prometheus is not None if fleet is None else fleet
         """Several servers: open on the fleet table, limit rule runs per tick, bound history."""
-        capacity = max(MIN_STORE_TICKS, min(3600, FLEET_STORE_TICKS // max(servers, 4)))
         budget = RULE_BUDGET if self.fleet_mode else None
+        capacity = store_ticks_for(servers)
         self.session = Session(rules, options, rule_budget=budget, store_capacity=capacity)
         self.interval = settings.interval_s
         self.paused = False

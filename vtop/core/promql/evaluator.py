@@ -126,7 +126,8 @@ def _is_config(name: str) -> bool:
 
 def _series(selector: Selector, context: Context) -> list[Series]:
     """Stored series a selector picks."""
-    found = context.store.select(selector.name)
+    local = context.target != FLEET and not selector.name.startswith(HOST_LEVEL_PREFIX)
+    found = context.store.select(selector.name, {INSTANCE: context.target} if local else None)
     return [s for s in found if _matches(s, selector, context.target)]
 
 

@@ -1,0 +1,158 @@
+"""Fleet scale: 10 / 50 / 100 local endpoints serving the real vLLM 0.32 capture.
+
+Part 1 times vtop's tick in this process (poll every endpoint + ingest + rules within the
+budget + the fleet table's rows): wall and CPU per tick at 1 s.
+Part 2 runs vtop's dashboard (fleet table, tmux 80x24), vllm-htop and vllmstat (PyPI; both poll
+several URLs) side by side on the same endpoints at 1 s and prints each one's share of a core.
+The endpoints live in another process (benchmarks.endpoint_farm), loopback only.
+
+Run: python -m benchmarks.bench_fleet [--sizes 10,50,100] [--seconds 30]
+(needs tmux; vllm-htop and vllmstat on PATH or VLLM_HTOP=/path, VLLMSTAT=/path).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from benchmarks.bench_dashboard_cpu import STARTUP_S, Tmux, usage, vllmstat_command
+from vtop.core.diagnose import DiagnoseOptions
+from vtop.core.feeds import LiveFeed
+from vtop.core.fleet import fleet_rows
+from vtop.core.rules import load_rules
+from vtop.core.session import RULE_BUDGET, Session, store_ticks_for
+from vtop.core.sources.vllm_http import ScrapeOptions, VllmHttpSource
+
+WARM_TICKS = 5
+
+
+@contextmanager
+def endpoints(count: int) -> Iterator[list[str]]:
+    """`count` local endpoints in a child process; stopped (by its pid) on exit."""
+    with tempfile.TemporaryDirectory() as scratch:
+        ports = Path(scratch) / "ports"
+        farm = subprocess.Popen(
+            [sys.executable, "-m", "benchmarks.endpoint_farm", str(count), str(ports)]
+        )
+        try:
+            while not ports.exists() or len(ports.read_text().split()) < count:
+                if farm.poll() is not None:
+                    raise SystemExit("the endpoint farm exited")
+                time.sleep(0.1)
+            yield [f"http://127.0.0.1:{port}" for port in ports.read_text().split()]
+        finally:
+            farm.terminate()
+            farm.wait(timeout=10)
+
+
+async def tick_costs(urls: list[str], ticks: int) -> tuple[list[float], list[float]]:
+    """Wall and CPU seconds of each 1-s tick, after a warm-up."""
+    feed = LiveFeed([VllmHttpSource(url, ScrapeOptions()) for url in urls], None, 1.0)
+    capacity = store_ticks_for(len(urls))
+    session = Session(
+        load_rules(), DiagnoseOptions(), rule_budget=RULE_BUDGET, store_capacity=capacity
+    )
+    walls, cpus = [], []
+    try:
+        for tick in range(WARM_TICKS + ticks):
+            started, cpu = time.perf_counter(), time.process_time()
+            for frame in await feed.frames(time.time()):
+                session.ingest(frame)
+            fleet_rows(session, time.time())
+            if tick >= WARM_TICKS:
+                walls.append(time.perf_counter() - started)
+                cpus.append(time.process_time() - cpu)
+            await asyncio.sleep(max(0.0, 1.0 - (time.perf_counter() - started)))
+    finally:
+        await feed.close()
+    return walls, cpus
+
+
+def print_ticks(count: int, walls: list[float], cpus: list[float]) -> None:
+    """One line of tick figures."""
+    p95 = sorted(walls)[int(0.95 * (len(walls) - 1))]
+    cpu = statistics.mean(cpus)
+    print(
+        f"{count:4d} endpoints: tick wall mean {statistics.mean(walls) * 1000:6.0f} ms, "
+        f"p95 {p95 * 1000:6.0f} ms; CPU {cpu * 1000:6.0f} ms per tick = {cpu * 100:5.1f}% "
+        f"of a core at 1 Hz ({cpu / count * 1000:.2f} ms per endpoint)"
+    )
+
+
+def htop_command() -> str:
+    """The vllm-htop executable."""
+    found = os.environ.get("VLLM_HTOP") or shutil.which("vllm-htop")
+    if not found:
+        raise SystemExit("vllm-htop not found: pip install vllm-htop, or set VLLM_HTOP")
+    return found
+
+
+def tool_commands(urls: list[str], config: Path) -> dict[str, list[str]]:
+    """The three tools polling every endpoint each second."""
+    return {
+        "vtop": [sys.executable, "-m", "vtop", *urls, "--interval", "1"],
+        "vllm-htop": [htop_command(), "--url", *urls, "--interval", "1", "--no-gpu-detect"],
+        "vllmstat": [vllmstat_command(), *[arg for url in urls for arg in ("-u", url)], "-i", "1"],
+    }
+
+
+async def tools_cpu(urls: list[str], seconds: float) -> dict[str, float]:
+    """Each tool's share of one core over `seconds`, all running at once."""
+    tmux = Tmux()
+    with tempfile.TemporaryDirectory() as scratch:
+        commands = tool_commands(urls, Path(scratch))
+        try:
+            pids = {name: tmux.start(name, command) for name, command in commands.items()}
+            await asyncio.sleep(STARTUP_S)
+            before = {name: usage(pid).cpu_s for name, pid in pids.items()}
+            await asyncio.sleep(seconds)
+            after = {name: usage(pid).cpu_s for name, pid in pids.items()}
+            alive = {name: bool(tmux.screen(name).strip()) for name in commands}
+        finally:
+            tmux.stop()
+    return {name: (after[name] - before[name]) / seconds for name in after if alive[name]}
+
+
+def print_tools(count: int, shares: dict[str, float]) -> None:
+    """One line per size: each tool's % of a core and vtop's ratio to it."""
+    cells = [f"{name} {share * 100:5.1f}%" for name, share in shares.items()]
+    vtop = shares.get("vtop", 0.0)
+    ratios = [
+        f"vtop/{name} {vtop / share:.2f}x"
+        for name, share in shares.items()
+        if name != "vtop" and share
+    ]
+    print(f"{count:4d} endpoints: {', '.join(cells)}; {', '.join(ratios)}")
+
+
+def main() -> None:
+    """Both parts at each size."""
+    parser = argparse.ArgumentParser(prog="bench_fleet")
+    parser.add_argument("--sizes", default="10,50,100")
+    parser.add_argument("--seconds", type=float, default=30.0)
+    args = parser.parse_args()
+    sizes = [int(size) for size in args.sizes.split(",")]
+    print("part 1: vtop's tick (poll + ingest + rules in budget + fleet rows), this process")
+    for count in sizes:
+        with endpoints(count) as urls:
+            print_ticks(count, *asyncio.run(tick_costs(urls, int(args.seconds))))
+    print(
+        f"part 2: the dashboards side by side, {args.seconds:.0f} s at 1 s after {STARTUP_S:.0f} s"
+    )
+    for count in sizes:
+        with endpoints(count) as urls:
+            print_tools(count, asyncio.run(tools_cpu(urls, args.seconds)))
+
+
+if __name__ == "__main__":
+    main()
