@@ -66,9 +66,8 @@ async def test_storm_is_seen_as_waiting_full_kv_and_preemptions(
     # The storm's TTFT is bimodal (the first admitted batch answers in tens of ms, the rest
     # queue for seconds), so the median flips between the modes from run to run; the tail is
     # what the server's histogram and the client both see.
-    server_ttft = store.histogram_quantile(0.95, "vllm:time_to_first_token_seconds", now, window)[
-        ()
-    ]
+    ttft = "vllm:time_to_first_token_seconds"
+    server_ttft = store.histogram_quantile(0.95, ttft, now, window)[()]
     client_ttft = report.ttft.p95
     assert server_ttft is not None and client_ttft is not None
     counted = store.sum_by(store.increase, ttft + "_count", now, window)
