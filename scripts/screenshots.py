@@ -10,8 +10,9 @@ import os
 import time
 from pathlib import Path
 
-from tests.test_snapshots import APPLIED, FRAMES, STORM, app_on
+from tests.test_snapshots import APPLIED, FRAMES, STORM, app_on, fleet_app, fleet_frames
 from vtop.core.frame import Frame
+from vtop.ui.app import VtopApp
 
 OUT = Path(__file__).resolve().parents[1] / "screenshots"
 SHOTS: list[tuple[str, list[Frame], tuple[int, int], tuple[str, ...]]] = [
@@ -28,12 +29,18 @@ SHOTS: list[tuple[str, list[Frame], tuple[int, int], tuple[str, ...]]] = [
 async def shoot(
     name: str, frames: list[Frame], size: tuple[int, int], keys: tuple[str, ...]
 ) -> None:
-    """Run the app on `frames`, press `keys`, save an SVG."""
-    app = app_on(frames)
+    """Run the dashboard on `frames`, press `keys`, save an SVG."""
+    await shoot_app(name, app_on(frames), frames[-1].timestamp, size, keys)
+
+
+async def shoot_app(
+    name: str, app: VtopApp, last: float, size: tuple[int, int], keys: tuple[str, ...]
+) -> None:
+    """Run an app until it has shown the frame at `last`, press `keys`, save an SVG."""
     async with app.run_test(size=size) as pilot:
         for _ in range(100):
             await pilot.pause(0.02)
-            if app.session.now == frames[-1].timestamp:
+            if app.session.now == last:
                 break
         await pilot.pause(0.3)
         await pilot.press(*keys)
@@ -49,6 +56,8 @@ def main() -> None:
     OUT.mkdir(exist_ok=True)
     for shot in SHOTS:
         asyncio.run(shoot(*shot))
+    fleet_last = fleet_frames()[-1].timestamp
+    asyncio.run(shoot_app("fleet", fleet_app(), fleet_last, (120, 36), ()))
 
 
 if __name__ == "__main__":

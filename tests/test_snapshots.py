@@ -15,7 +15,7 @@ from textual.pilot import Pilot
 from tests.fakes.fake_pynvml import FakeGpu, FakeNvml
 from tests.frames import down_frame
 from vtop.core.feeds import ReplayFeed
-from vtop.core.frame import Frame, GpuSnapshot, GpuState
+from vtop.core.frame import Frame, GpuSnapshot, GpuState, ScrapeStatus, TargetScrape
 from vtop.core.recorder import RecordingReader
 from vtop.core.rules import load_rules
 from vtop.core.settings import Settings
@@ -139,3 +139,35 @@ def test_diagnosis_screen(snap_compare: SnapCompare) -> None:
 
 def test_no_snapshot_depends_on_the_local_zone() -> None:
     assert os.environ["TZ"] == "UTC" and time.localtime(0).tm_hour == 0
+
+
+def fleet_frames() -> list[Frame]:
+    """The storm seen on two replicas, plus a third that refuses connections."""
+    down = TargetScrape("http://10.0.0.3:8000", ScrapeStatus.UNREACHABLE, error="refused")
+    return [
+        dataclasses.replace(
+            frame,
+            scrapes=(
+                frame.scrapes[0],
+                dataclasses.replace(frame.scrapes[0], target="http://10.0.0.2:8000"),
+                down,
+            ),
+        )
+        for frame in STORM
+    ]
+
+
+def fleet_app() -> VtopApp:
+    """The fleet table on three servers."""
+    frames = fleet_frames()
+    clock = frames[-1].timestamp
+    feed = ReplayFeed(frames, speed=0)
+    return VtopApp(Settings(urls=(TARGET,)), feed, load_rules(), clock=lambda: clock, fleet=True)
+
+
+def test_fleet_table(snap_compare: SnapCompare) -> None:
+    assert snap_compare(fleet_app(), terminal_size=MEDIUM, run_before=loaded)
+
+
+def test_fleet_table_at_80x24(snap_compare: SnapCompare) -> None:
+    assert snap_compare(fleet_app(), terminal_size=SMALL, run_before=loaded)

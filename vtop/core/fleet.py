@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from vtop.core.engine import Finding
 from vtop.core.frame import ScrapeStatus
 from vtop.core.session import Session, TargetView
 from vtop.core.summary import TargetSummary, summarize
@@ -73,14 +74,21 @@ def fleet_rows(session: Session, now: float) -> list[FleetRow]:
 
 
 def _fleet_findings_by_target(session: Session) -> dict[str, tuple[str, str]]:
-    """Fleet-scope findings (e.g. B1) keyed by the instance they name."""
-    triage = session.fleet.triage
+    """The first fleet-scope finding (e.g. B1) about each instance: (rule id, title)."""
     found: dict[str, tuple[str, str]] = {}
-    for finding in triage.findings if triage else ():
-        instance = dict(finding.labels).get("instance")
-        if instance is not None:
-            found.setdefault(instance, (finding.rule.id, finding.rule.title))
+    for name in session.targets:
+        about = fleet_findings_about(session, name)
+        if about:
+            found[name] = (about[0].rule.id, about[0].rule.title)
     return found
+
+
+def fleet_findings_about(session: Session, target: str) -> list[Finding]:
+    """Fleet-scope findings whose `instance` label names this target."""
+    triage = session.fleet.triage
+    if triage is None:
+        return []
+    return [f for f in triage.findings if dict(f.labels).get("instance") == target]
 
 
 def _row(session: Session, view: TargetView, now: float, fleet: tuple[str, str] | None) -> FleetRow:

@@ -215,7 +215,7 @@ class VtopApp(App[int]):
         if view is not None and full:
             views.draw_charts(self, screen, view, now, force=even_paused)
         findings = screen.query_one(FindingsPanel)
-        findings.show(view.triage if view else None, views.no_finding(view))
+        findings.show(views.triage_with_fleet(self.session, view), views.no_finding(view))
         screen.query_one(GpuPanel).show(self.session.gpu, self.vllm_pids)
         screen.query_one(EventLog).show(self.session.marks)
         exited = view is not None and view.target in self.session.exited

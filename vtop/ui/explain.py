@@ -27,7 +27,13 @@ Keys
   tab        move between the findings list and the charts
   / ctrl+p   command palette
   t          next endpoint (when watching several)
+  f / Esc    the fleet table (Esc only when watching several)
   ?          this help
+
+Fleet table (several URLs, or --prometheus)
+  Enter      open the server's dashboard
+  s / S      sort by the next column / flip the order
+  /          filter by server, model, state or finding (Esc clears)
 
 Replay (vtop replay FILE, vtop demo)
   p          pause / resume playback

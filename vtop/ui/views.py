@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from vtop.core.engine import Triage
 from vtop.core.feeds import LiveFeed, ReplayFeed
 from vtop.core.fleet import (
     FleetRow,
@@ -183,6 +184,22 @@ def _bucket_index(cumulative: list[tuple[float, float]], value: float, count: in
         if value <= upper:
             return min(index, count - 1)
     return count - 1
+
+
+def triage_with_fleet(session: Session, view: TargetView | None) -> Triage | None:
+    """A server's own findings, then fleet findings that name it (e.g. B1 on this replica)."""
+    if view is None or view.triage is None:
+        return None
+    fleet = session.fleet.triage
+    about = (
+        [f for f in fleet.findings if dict(f.labels).get("instance") == view.target]
+        if fleet
+        else []
+    )
+    if not about:
+        return view.triage
+    own = view.triage
+    return Triage(own.findings + tuple(about), own.unchecked, own.errors)
 
 
 def fleet_line(app: VtopApp, now: float, rows: list[FleetRow]) -> str:
