@@ -210,11 +210,10 @@ def fleet_line(app: VtopApp, now: float, rows: list[FleetRow]) -> str:
     triage = session.fleet.triage
     across = ", ".join(short_key_of(f.rule.id, f.labels) for f in triage.findings) if triage else ""
     return (
-        f" vtop fleet  {len(session.targets)} servers, {live} live  run {number(total.running)}"
+        f" {len(session.targets)} servers, {live} live  run {number(total.running)}"
         f"  wait {number(total.waiting)}  gen {number(total.generation_tokens_per_s)} tok/s"
         f"  TTFT p50/p99 {seconds(total.ttft_p50_s)}/{seconds(total.ttft_p99_s)}"
-        f"  {_mode(app, now)}\n across servers: {across or 'no imbalance'}"
-        "   [Enter] open  [s] sort  [/] filter"
+        f"\n across servers: {across or 'no imbalance'}  {_mode(app, now).strip()}"
     )
 
 

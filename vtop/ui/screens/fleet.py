@@ -17,7 +17,8 @@ from vtop.core.fleet import SORT_KEYS, FleetRow
 from vtop.core.summary import TargetSummary
 from vtop.ui.format import number, percent, seconds
 
-COLUMNS = ("server", "state", "model", "run", "wait", "KV", "pre/s", "TTFT99", "gen/s", "finding")
+COLUMNS = ("server", "state", "finding", "run", "wait", "KV", "pre/s", "TTFT99", "gen/s", "model")
+FINDING_WIDTH = 20
 SEVERITY_STYLE = {"critical": "bold reverse", "warning": "bold"}
 
 
@@ -36,9 +37,14 @@ def figures(summary: TargetSummary | None) -> list[str]:
 
 
 def row_cells(row: FleetRow) -> list[str | Text]:
-    """The cells of one server's row."""
-    finding = Text(row.finding or "ok", style=SEVERITY_STYLE.get(row.severity, ""))
-    return [row.target, row.state, row.model, *figures(row.summary), finding]
+    """The cells of one server's row (the primary finding early, to fit 80 columns)."""
+    judged = row.summary is not None and row.state in ("live", "restarted", "stale")
+    text = row.finding or ("ok" if judged else "-")
+    if len(text) > FINDING_WIDTH:
+        text = text[: FINDING_WIDTH - 1] + "…"
+    finding = Text(text, style=SEVERITY_STYLE.get(row.severity, ""))
+    server = row.target.removeprefix("http://")
+    return [server, row.state, finding, *figures(row.summary), row.model]
 
 
 def engine_cells(engine: str, summary: TargetSummary) -> list[str | Text]:
@@ -73,7 +79,7 @@ class FleetScreen(Screen[None]):
         self.ready = False
 
     def compose(self) -> ComposeResult:
-        yield Static(id="fleet-summary")
+        yield Static(id="fleet-summary", markup=False)
         table: DataTable[str | Text] = DataTable(id="fleet-table", cursor_type="row")
         table.add_columns(*COLUMNS)
         yield table
