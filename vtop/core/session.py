@@ -30,6 +30,7 @@ KV_SATURATED = 0.95
 FLEET_VIEW = "fleet"
 RULE_BUDGET = 10
 """Servers whose rules run per frame in a fleet (in turn; the one on screen always)."""
+FLEET_RULES_EVERY_S = 5.0
 STORE_TICKS_X_SERVERS = 14_400
 """Ticks x servers the store keeps (history shrinks as servers are added, to bound memory)."""
 MIN_STORE_TICKS = 400
@@ -116,11 +117,19 @@ class Session:
         judged = self._judged_now(frame.scrapes)
         for scrape in frame.scrapes:
             self._ingest_scrape(scrape, frame, scrape.target in restarted, scrape.target in judged)
-        if len(self.targets) > 1:
+        if len(self.targets) > 1 and self._fleet_due(frame.timestamp):
             triage = self.engine.evaluate_fleet(self.store, frame.timestamp)
             self._mark_findings(self.fleet, triage, frame.timestamp)
-            self.fleet.triage = triage
+            self.fleet.triage, self.fleet.last_timestamp = triage, frame.timestamp
         self._log_changed = False
+
+    def _fleet_due(self, now: float) -> bool:
+        """Fleet rules run every frame, or every FLEET_RULES_EVERY_S under a rule budget (their
+        windows are minutes long; over a hundred servers one run costs tens of ms)."""
+        last = self.fleet.last_timestamp
+        if self.rule_budget is None or last is None:
+            return True
+        return not 0 <= now - last < FLEET_RULES_EVERY_S
 
     def _judged_now(self, scrapes: tuple[TargetScrape, ...]) -> set[str]:
         """Targets whose rules run this frame: all, or the budget's share in turn (plus focus)."""

@@ -12,6 +12,7 @@ import httpx
 from vtop.core.catalog import is_vllm
 from vtop.core.exposition import ExpositionParser, is_openmetrics
 from vtop.core.frame import ScrapeStatus, TargetScrape
+from vtop.core.sources.fast_http import FastGet
 
 API_KEY_ENV = "VLLM_API_KEY"
 DEFAULT_URL = "http://127.0.0.1:8000"
@@ -60,17 +61,24 @@ class VllmHttpSource:
         self._parser = ExpositionParser()
         self._client = client or make_client(options)
         self._owns_client = client is None
+        self._fast = FastGet(self.url, options.max_body_bytes)
         self._version: tuple[float | None, str | None] | None = None
         """(process start time, version) of the last /version asked; asked again on restart."""
 
     async def close(self) -> None:
-        """Close the HTTP client if this source created it."""
+        """Close the HTTP client if this source created it, and the fast path's connection."""
+        await self._fast.close()
         if self._owns_client:
             await self._client.aclose()
 
     async def scrape(self) -> TargetScrape:
         """Fetch /metrics once; every failure becomes a typed result, never an exception."""
         started = time.monotonic()
+        fast = await self._fast.get(self._headers(), self.options.timeout_s)
+        if fast is not None:
+            content_type, body = fast
+            text = body.decode("utf-8", errors="replace")
+            return await self._with_version(self._parsed(text, content_type, 200, started))
         try:
             response = await self._client.get(self.url, headers=self._headers())
         except httpx.HTTPError as error:
@@ -81,7 +89,13 @@ class VllmHttpSource:
         if len(response.content) > self.options.max_body_bytes:
             message = f"/metrics body of {len(response.content)} bytes exceeds the limit"
             return self._failed(ScrapeStatus.HTTP_ERROR, message, started, 200)
-        scrape = self._parsed(response, started)
+        content_type = response.headers.get("content-type", "")
+        return await self._with_version(
+            self._parsed(response.text, content_type, response.status_code, started)
+        )
+
+    async def _with_version(self, scrape: TargetScrape) -> TargetScrape:
+        """A good scrape with the server's version added."""
         if not scrape.ok:
             return scrape
         return dataclasses.replace(scrape, server_version=await self._server_version(scrape))
@@ -120,10 +134,11 @@ class VllmHttpSource:
             self.target, status, error=message, http_status=http_status, duration_s=elapsed
         )
 
-    def _parsed(self, response: httpx.Response, started: float) -> TargetScrape:
-        """Parse a 200 response and classify it."""
-        text = response.text
-        parsed = self._parser.parse(text, is_openmetrics(response.headers.get("content-type", "")))
+    def _parsed(
+        self, text: str, content_type: str, http_status: int, started: float
+    ) -> TargetScrape:
+        """Parse a 200 response's text and classify it."""
+        parsed = self._parser.parse(text, is_openmetrics(content_type))
         status, message = ScrapeStatus.OK, ""
         if not any(is_vllm(sample.series.name) for sample in parsed.samples):
             status = ScrapeStatus.NOT_VLLM
@@ -138,7 +153,7 @@ class VllmHttpSource:
             metric_types=parsed.types,
             parse_errors=tuple(parsed.errors),
             error=message,
-            http_status=response.status_code,
+            http_status=http_status,
             duration_s=time.monotonic() - started,
         )
 
