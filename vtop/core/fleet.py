@@ -40,13 +40,15 @@ def target_state(view: TargetView, now: float, restarted_at: float | None) -> st
     return "live"
 
 
-def label_values(view: TargetView, key: str) -> list[str]:
-    """Distinct values of a label on the target's running-requests series."""
-    scrape = view.last_ok_scrape
-    if scrape is None:
-        return []
+def label_values(session: Session, target: str, key: str) -> list[str]:
+    """Distinct values of a label on the running-requests series of the target's last good
+    scrape (so a server that went down keeps its model name)."""
+    store = session.store
+    last_ok = store.target_last_ok(target)
     found = {
-        s.series.label(key) for s in scrape.samples if s.series.name == "vllm:num_requests_running"
+        series.label(key)
+        for series in store.select("vllm:num_requests_running", {"instance": target})
+        if (seen := store.last_known(series)) is not None and seen[0] == last_ok
     }
     return sorted(value for value in found if value is not None)
 
@@ -93,7 +95,7 @@ def fleet_findings_about(session: Session, target: str) -> list[Finding]:
 
 def _row(session: Session, view: TargetView, now: float, fleet: tuple[str, str] | None) -> FleetRow:
     """The row of one server: its own primary finding first, else a fleet finding about it."""
-    models = ",".join(Path(m).name or m for m in label_values(view, "model_name"))
+    models = ",".join(Path(m).name or m for m in label_values(session, view.target, "model_name"))
     primary = view.triage.primary if view.triage else None
     finding, severity = "", "ok"
     if primary is not None:
@@ -104,7 +106,7 @@ def _row(session: Session, view: TargetView, now: float, fleet: tuple[str, str] 
         view.target,
         target_state(view, now, last_restart(session, view.target)),
         models or "?",
-        len(label_values(view, "engine")) or 1,
+        len(label_values(session, view.target, "engine")) or 1,
         view.summary,
         finding,
         severity,
@@ -113,7 +115,7 @@ def _row(session: Session, view: TargetView, now: float, fleet: tuple[str, str] 
 
 def engine_summaries(session: Session, target: str, now: float) -> dict[str, TargetSummary]:
     """Headline figures per data-parallel engine of one server (empty for a single engine)."""
-    engines = label_values(session.view(target), "engine")
+    engines = label_values(session, target, "engine")
     if len(engines) < 2:
         return {}
     window = session.options.window_s

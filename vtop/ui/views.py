@@ -46,8 +46,10 @@ def header_text(app: VtopApp, now: float) -> str:
     mode = _mode(app, now)
     if view is None:
         return f" vtop  {', '.join(app.settings.urls)}  connecting  {mode}"
-    models = ",".join(Path(m).name or m for m in label_values(view, "model_name")) or "?"
-    engines = len(label_values(view, "engine")) or 1
+    models = (
+        ",".join(Path(m).name or m for m in label_values(session, view.target, "model_name")) or "?"
+    )
+    engines = len(label_values(session, view.target, "engine")) or 1
     version = view.config.facts.version or "?"
     state = target_state(view, now, last_restart(session, view.target))
     age = app.clock() - view.last_timestamp if view.last_timestamp is not None else None
