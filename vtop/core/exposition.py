@@ -126,6 +126,8 @@ class ExpositionParser:
 
     def __init__(self) -> None:
         self._series_by_head: dict[str, Series] = {}
+        self._comments: dict[str, tuple[str, str]] = {}
+        """Comment lines seen before: (family, type) of a TYPE line, ("", "") for the rest."""
         self.fallback_lines = 0
         """Lines the fast path could not read but the reference parser could."""
 
@@ -133,23 +135,28 @@ class ExpositionParser:
         """Parse a whole exposition; bad lines become errors and the rest is kept."""
         result = ParsedExposition()
         heads, append, make = self._series_by_head, result.samples.append, tuple.__new__
+        comments = self._comments
         for number, line in enumerate(text.split("\n"), 1):
-            if not line or line.isspace():
+            if not line:
                 continue
             if line[0] == "#":
-                if self._comment(line, number, result, openmetrics):
+                known = comments.get(line)
+                if known is not None:
+                    if known[0]:
+                        result.types[known[0]] = known[1]
+                elif self._comment(line, number, result, openmetrics):
                     break
                 continue
-            brace = line.rfind("}")
-            series = heads.get(line[: brace + 1]) if brace > 0 and not openmetrics else None
-            if series is not None:  # fast path: a known series with a plain value
-                fields = line[brace + 1 :].split()
-                if len(fields) == 1 and "_" not in fields[0]:
-                    try:
-                        append(make(Sample, (series, float(fields[0]), None)))
-                        continue
-                    except ValueError:
-                        pass
+            head, _, value = line.rpartition(" ")
+            series = heads.get(head) if not openmetrics else None
+            if series is not None and "_" not in value:  # fast path: known series, plain value
+                try:
+                    append(make(Sample, (series, float(value), None)))
+                    continue
+                except ValueError:
+                    pass
+            if line.isspace():
+                continue
             try:
                 append(self._sample(line.rstrip("\r"), openmetrics))
             except ValueError as error:
@@ -157,14 +164,22 @@ class ExpositionParser:
         return result
 
     def _comment(self, line: str, number: int, result: ParsedExposition, openmetrics: bool) -> bool:
-        """Record TYPE lines; return True at an OpenMetrics EOF."""
+        """Record TYPE lines (well-formed ones are remembered); True at an OpenMetrics EOF."""
         if line.startswith("# TYPE"):
             parts = line.split()
             if len(parts) != 4:
                 result.errors.append(ParseError(number, line, "malformed TYPE line"))
             else:
                 result.types[parts[2]] = parts[3]
+                self._remember(line, (parts[2], parts[3]))
+        elif line.rstrip() != "# EOF":
+            self._remember(line, ("", ""))
         return openmetrics and line.rstrip() == "# EOF"
+
+    def _remember(self, line: str, declared: tuple[str, str]) -> None:
+        """Cache a comment line: (family, type) for TYPE lines, ("", "") for others."""
+        if len(self._comments) < MAX_CACHED_SERIES:
+            self._comments[line] = declared
 
     def _sample(self, line: str, openmetrics: bool) -> Sample:
         """Parse one sample line on the fast path."""

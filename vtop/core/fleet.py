@@ -6,14 +6,16 @@ merged by adding buckets (quantiles of the merged distribution, never averaged q
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from vtop.core.engine import Finding
 from vtop.core.frame import ScrapeStatus
+from vtop.core.histogram import quantile
 from vtop.core.session import Session, TargetView
-from vtop.core.summary import TargetSummary, summarize
+from vtop.core.summary import TTFT, TargetSummary, quick_summary, summarize
 
 STALE_AFTER_S = 5.0
 RESTART_SHOWN_S = 60.0
@@ -128,8 +130,15 @@ def engine_summaries(session: Session, target: str, now: float) -> dict[str, Tar
 
 
 def fleet_summary(session: Session, now: float) -> TargetSummary:
-    """Figures over every server: gauges and rates added, histograms merged by bucket."""
-    return summarize(session.store, "fleet", now, session.options.window_s, {})
+    """Figures over every server: gauges and rates added, TTFT from buckets merged across all
+    servers (only what the fleet line shows: this runs over every series of the fleet)."""
+    store, window = session.store, session.options.window_s
+    merged = store.histogram_buckets(TTFT, now, window, {}).get(())
+    return dataclasses.replace(
+        quick_summary(store, "fleet", now, window, None, {}),
+        ttft_p50_s=None if merged is None else quantile(0.5, merged),
+        ttft_p99_s=None if merged is None else quantile(0.99, merged),
+    )
 
 
 def sort_rows(rows: list[FleetRow], key: str, descending: bool) -> list[FleetRow]:

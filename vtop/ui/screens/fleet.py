@@ -12,6 +12,7 @@ from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
+from textual.widgets.data_table import ColumnKey
 
 from vtop.core.fleet import SORT_KEYS, FleetRow
 from vtop.core.summary import TargetSummary
@@ -52,6 +53,18 @@ def engine_cells(engine: str, summary: TargetSummary) -> list[str | Text]:
     return [f"  engine {engine}", "", "", *figures(summary), ""]
 
 
+def table_lines(
+    rows: list[FleetRow], engines: dict[str, dict[str, TargetSummary]]
+) -> list[tuple[str, list[str | Text]]]:
+    """(row key, cells) for every server and, under it, its data-parallel engines."""
+    lines: list[tuple[str, list[str | Text]]] = []
+    for row in rows:
+        lines.append((row.target, row_cells(row)))
+        for engine, summary in engines.get(row.target, {}).items():
+            lines.append((f"{row.target}#{engine}", engine_cells(engine, summary)))
+    return lines
+
+
 class FleetScreen(Screen[None]):
     """Every server at a glance; the app fills it (widgets never fetch)."""
 
@@ -77,11 +90,14 @@ class FleetScreen(Screen[None]):
         self.descending = False
         self.filter_text = ""
         self.ready = False
+        self._summary = ""
+        self._lines: list[tuple[str, list[str | Text]]] = []
+        self._columns: list[ColumnKey] = []
 
     def compose(self) -> ComposeResult:
         yield Static(id="fleet-summary", markup=False)
         table: DataTable[str | Text] = DataTable(id="fleet-table", cursor_type="row")
-        table.add_columns(*COLUMNS)
+        self._columns = table.add_columns(*COLUMNS)
         yield table
         yield Input(placeholder="filter: server, model, state or finding", id="fleet-filter")
         yield Footer()
@@ -100,18 +116,32 @@ class FleetScreen(Screen[None]):
         """Redraw the table with rows already sorted and filtered; the cursor stays put."""
         if not self.ready:
             return
-        self.query_one("#fleet-summary", Static).update(summary)
+        if summary != self._summary:
+            self._summary = summary
+            self.query_one("#fleet-summary", Static).update(summary)
+        lines = table_lines(rows, engines)
+        if [key for key, _ in lines] == [key for key, _ in self._lines]:
+            self._update_cells(lines)
+        else:
+            self._rebuild(lines)
+        self._lines = lines
+
+    def _update_cells(self, lines: list[tuple[str, list[str | Text]]]) -> None:
+        """Same rows in the same order: change only the cells that differ (cheap per tick)."""
+        table: DataTable[str | Text] = self.query_one(DataTable)
+        for (key, cells), (_, before) in zip(lines, self._lines, strict=True):
+            for column, (cell, old) in enumerate(zip(cells, before, strict=True)):
+                if cell != old:
+                    table.update_cell(key, self._columns[column], cell)
+
+    def _rebuild(self, lines: list[tuple[str, list[str | Text]]]) -> None:
+        """New rows or order: rebuild the table, keeping the cursor on its server."""
         table: DataTable[str | Text] = self.query_one(DataTable)
         selected = self.selected
         table.clear()
-        for row in rows:
-            table.add_row(*row_cells(row), key=row.target)
-            for engine, figures_of_engine in engines.get(row.target, {}).items():
-                table.add_row(
-                    *engine_cells(engine, figures_of_engine), key=f"{row.target}#{engine}"
-                )
-        keys = [row.target for row in rows]
-        if selected in keys:
+        for key, cells in lines:
+            table.add_row(*cells, key=key)
+        if selected is not None and selected in {key for key, _ in lines}:
             table.move_cursor(row=table.get_row_index(selected), animate=False)
 
     @property
