@@ -22,25 +22,30 @@ class Canned:
     seen_paths: list[str] = field(default_factory=list)
 
 
+class QuietHandler(BaseHTTPRequestHandler):
+    """A request handler that logs nothing; `reply` sends a whole response."""
+
+    def reply(self, status: int, payload: bytes, content_type: str = "text/plain") -> None:
+        """Status, Content-Type, Content-Length and the body."""
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, format: str, *args: object) -> None:
+        return
+
+
 def _handler(canned: Canned) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_GET(self) -> None:
             canned.seen_headers.append(dict(self.headers.items()))
             canned.seen_paths.append(self.path)
             if self.path in canned.others:
-                self._answer(200, "application/json", canned.others[self.path].encode())
+                self.reply(200, canned.others[self.path].encode(), "application/json")
             else:
-                self._answer(canned.status, canned.content_type, canned.body.encode())
-
-        def _answer(self, status: int, content_type: str, payload: bytes) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-
-        def log_message(self, format: str, *args: object) -> None:
-            return
+                self.reply(canned.status, canned.body.encode(), canned.content_type)
 
     return Handler
 

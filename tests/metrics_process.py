@@ -8,16 +8,17 @@ from __future__ import annotations
 
 import sys
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 sys.path.insert(0, __file__.rsplit("/tests/", 1)[0])
 
+from tests.http_server import QuietHandler
 from tests.test_diagnose import CACHE_LABELS, STORM_TICK
 
 STARTED = time.time()
 
 
-class Handler(BaseHTTPRequestHandler):
+class Handler(QuietHandler):
     """Serves the storm exposition at the current second."""
 
     def do_GET(self) -> None:
@@ -25,14 +26,7 @@ class Handler(BaseHTTPRequestHandler):
         body = STORM_TICK.format(
             p=3 * t, g=300 * t, n=t, ps=96 * t, gs=300 * t, cache_labels=CACHE_LABELS
         )
-        payload = (body if self.path == "/metrics" else "ok").encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-    def log_message(self, format: str, *args: object) -> None:
-        return
+        self.reply(200, (body if self.path == "/metrics" else "ok").encode())
 
 
 def main() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from http.server import BaseHTTPRequestHandler
 
+from tests.http_server import QuietHandler
 from tests.test_diagnose import CACHE_LABELS, STORM_TICK
 
 QUEUE_LINES = """# TYPE vllm:request_queue_time_seconds histogram
@@ -27,18 +28,11 @@ vllm:request_queue_time_seconds_count{engine="0",model_name="m"} 5
 def storm_handler(started: float) -> type[BaseHTTPRequestHandler]:
     """/metrics of a server in a preemption storm, counters growing with time."""
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_GET(self) -> None:
             t = time.time() - started + 1
             values = {"p": 3 * t, "g": 300 * t, "n": t, "ps": 96 * t, "gs": 300 * t, "q": 8 * t}
             body = STORM_TICK.format(cache_labels=CACHE_LABELS, **values)
-            payload = (body + QUEUE_LINES.format(**values)).encode()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-
-        def log_message(self, format: str, *args: object) -> None:
-            return
+            self.reply(200, (body + QUEUE_LINES.format(**values)).encode())
 
     return Handler

@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler
 from textual.widgets import DataTable
 
 from tests.frames import frame_from_texts
-from tests.http_server import Canned, serving, serving_handler
+from tests.http_server import Canned, QuietHandler, serving, serving_handler
 from tests.payloads import fixture, multi_engine
 from tests.storm_server import IDLE, storm_handler
 from tests.test_dashboard import header, wait_for
@@ -92,18 +92,11 @@ async def test_fleet_table_sorts_filters_splits_engines_and_drills_in() -> None:
 def slow_handler() -> type[BaseHTTPRequestHandler]:
     """A /metrics endpoint that takes SLOW_S seconds to answer."""
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_GET(self) -> None:
             if self.path == "/metrics":
                 time.sleep(SLOW_S)
-            payload = IDLE.encode()
-            self.send_response(200 if self.path == "/metrics" else 404)
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-
-        def log_message(self, format: str, *args: object) -> None:
-            return
+            self.reply(200 if self.path == "/metrics" else 404, IDLE.encode())
 
     return Handler
 
