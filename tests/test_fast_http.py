@@ -4,11 +4,13 @@ rest. Real asyncio servers on 127.0.0.1."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from tests.payloads import fixture
 from tests.vllm_harness.server import free_port
+from vtop.core.frame import ScrapeStatus
 from vtop.core.sources.fast_http import FastGet
 from vtop.core.sources.vllm_http import ScrapeOptions, VllmHttpSource
 
@@ -74,6 +76,23 @@ async def test_anything_unusual_is_left_to_httpx() -> None:
         assert await FastGet(url, 100).get({}, 2.0) is None  # over the size limit
     assert await FastGet(f"http://127.0.0.1:{free_port()}/metrics", 1 << 20).get({}, 2.0) is None
     assert not FastGet("https://example.invalid/metrics", 1 << 20).usable
+
+
+async def test_a_server_that_never_answers_times_out_once_not_twice() -> None:
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await asyncio.sleep(5)
+        writer.close()
+
+    listener = await asyncio.start_server(silent, "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{listener.sockets[0].getsockname()[1]}"
+    source = VllmHttpSource(url, ScrapeOptions(timeout_s=1.0))
+    started = time.monotonic()
+    scrape = await source.scrape()
+    elapsed = time.monotonic() - started
+    await source.close()
+    listener.close()
+    assert scrape.status is ScrapeStatus.UNREACHABLE and "timed out" in scrape.error
+    assert elapsed < 1.8  # one timeout (1 s): the httpx fallback is not asked to wait again
 
 
 async def test_a_source_on_a_chunked_server_parses_like_the_fixture() -> None:

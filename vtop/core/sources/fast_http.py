@@ -17,6 +17,10 @@ IDLE_REOPEN_S = 2.0
 """Reconnect after this long idle: servers drop idle keep-alive connections (uvicorn after 5 s)."""
 
 
+class FastTimeoutError(Exception):
+    """The server accepted the request but did not answer in time (httpx would wait as long)."""
+
+
 class FastGet:
     """One kept-alive connection to one /metrics URL."""
 
@@ -31,12 +35,16 @@ class FastGet:
         self._used_at = 0.0
 
     async def get(self, headers: dict[str, str], timeout_s: float) -> tuple[str, bytes] | None:
-        """(content type, body) of a plain 200 answer; None for anything else or any error."""
+        """(content type, body) of a plain 200 answer; None for anything else or any error but
+        a timeout, which raises FastTimeoutError (asking httpx would double the wait)."""
         if not self.usable:
             return None
         try:
             return await asyncio.wait_for(self._exchange(headers), timeout_s)
-        except (TimeoutError, OSError, asyncio.IncompleteReadError, ValueError):
+        except TimeoutError as error:
+            await self.close()
+            raise FastTimeoutError(f"timed out: no answer within {timeout_s:g} s") from error
+        except (OSError, asyncio.IncompleteReadError, ValueError):
             await self.close()
             return None
 

@@ -12,7 +12,7 @@ import httpx
 from vtop.core.catalog import is_vllm
 from vtop.core.exposition import ExpositionParser, is_openmetrics
 from vtop.core.frame import ScrapeStatus, TargetScrape
-from vtop.core.sources.fast_http import FastGet
+from vtop.core.sources.fast_http import FastGet, FastTimeoutError
 
 API_KEY_ENV = "VLLM_API_KEY"
 DEFAULT_URL = "http://127.0.0.1:8000"
@@ -74,7 +74,10 @@ class VllmHttpSource:
     async def scrape(self) -> TargetScrape:
         """Fetch /metrics once; every failure becomes a typed result, never an exception."""
         started = time.monotonic()
-        fast = await self._fast.get(self._headers(), self.options.timeout_s)
+        try:
+            fast = await self._fast.get(self._headers(), self.options.timeout_s)
+        except FastTimeoutError as error:
+            return self._failed(ScrapeStatus.UNREACHABLE, str(error), started)
         if fast is not None:
             content_type, body = fast
             text = body.decode("utf-8", errors="replace")
