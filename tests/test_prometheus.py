@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -64,7 +65,9 @@ async def until_down(
         await feed.close()
 
 
-def test_prometheus_gives_the_fleet_what_direct_scrapes_give(tmp_path: Path) -> None:
+def test_prometheus_gives_the_fleet_what_direct_scrapes_give(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     with ExitStack() as stack:
         storm = stack.enter_context(serving_handler(storm_handler(time.time())))
         idle_stack = stack.enter_context(ExitStack())
@@ -101,6 +104,14 @@ def test_prometheus_gives_the_fleet_what_direct_scrapes_give(tmp_path: Path) -> 
         imbalance = [f for f in fleet.fleet.findings if f.rule.id == "B1"]
         assert [dict(f.labels)["instance"] for f in imbalance] == [names[0]]
         assert fleet.exit_code == 2
+        argv = ["diagnose", "--prometheus", url, "--since", "60s", "--step", "1s"]
+        assert main([*argv, "--json"]) == 2
+        report = json.loads(capsys.readouterr().out)
+        assert report["schema"] == "vtop.fleet/1"
+        assert [f["id"] for f in report["fleet"]["findings"]] == ["B1"]
+        assert main(argv) == 2
+        text = capsys.readouterr().out
+        assert "ACROSS SERVERS" in text and "B1 uneven load across replicas" in text
 
         state = asyncio.run(until_down(url, names[1], idle_stack.close, 15))
         assert state.status is ScrapeStatus.UNREACHABLE and "up == 0" in state.error
