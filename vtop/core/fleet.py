@@ -72,9 +72,20 @@ class FleetRow:
 def fleet_rows(session: Session, now: float) -> list[FleetRow]:
     """A row per server the session has seen, with fleet findings naming their instance."""
     fleet_findings = _fleet_findings_by_target(session)
+    restarts = _last_restarts(session)
     return [
-        _row(session, view, now, fleet_findings.get(name)) for name, view in session.targets.items()
+        _row(session, view, now, fleet_findings.get(name), restarts.get(name))
+        for name, view in session.targets.items()
     ]
+
+
+def _last_restarts(session: Session) -> dict[str, float]:
+    """When each target last restarted, from one pass over the marks (not one per row)."""
+    found: dict[str, float] = {}
+    for mark in session.marks:
+        if mark.kind == "restart":
+            found[mark.target] = max(mark.timestamp, found.get(mark.target, mark.timestamp))
+    return found
 
 
 def _fleet_findings_by_target(session: Session) -> dict[str, tuple[str, str]]:
@@ -95,7 +106,13 @@ def fleet_findings_about(session: Session, target: str) -> list[Finding]:
     return [f for f in triage.findings if dict(f.labels).get("instance") == target]
 
 
-def _row(session: Session, view: TargetView, now: float, fleet: tuple[str, str] | None) -> FleetRow:
+def _row(
+    session: Session,
+    view: TargetView,
+    now: float,
+    fleet: tuple[str, str] | None,
+    restarted_at: float | None,
+) -> FleetRow:
     """The row of one server: its own primary finding first, else a fleet finding about it."""
     models = ",".join(Path(m).name or m for m in label_values(session, view.target, "model_name"))
     primary = view.triage.primary if view.triage else None
@@ -106,7 +123,7 @@ def _row(session: Session, view: TargetView, now: float, fleet: tuple[str, str] 
         finding, severity = f"{fleet[0]} {fleet[1]}", "warning"
     return FleetRow(
         view.target,
-        target_state(view, now, last_restart(session, view.target)),
+        target_state(view, now, restarted_at),
         models or "?",
         len(label_values(session, view.target, "engine")) or 1,
         view.summary,
