@@ -154,3 +154,55 @@ def exposition(draw: st.DrawFn) -> str:
 @given(exposition())
 def test_generated_exposition_matches_reference(text: str) -> None:
     assert_same_as_reference(text)
+
+
+NEXT_VALUE = st.one_of(
+    VALUE.map(render_value),
+    st.sampled_from(["1_000", "bad", "1.5 1700000000000", "2\r", "", "0x10", "nan", "  7"]),
+)
+
+
+@st.composite
+def next_scrape(draw: st.DrawFn, text: str) -> str:
+    """`text` with new values on its sample lines (sometimes odd ones), or a reshaped copy."""
+    lines = text.split("\n")
+    for index, line in enumerate(lines):
+        if line and not line.startswith("#"):
+            lines[index] = f"{line.rpartition(' ')[0]} {draw(NEXT_VALUE)}"
+    reshape = draw(st.sampled_from(["none", "none", "drop", "type", "extra"]))
+    if reshape == "drop" and len(lines) > 2:
+        del lines[draw(st.integers(0, len(lines) - 2))]
+    elif reshape == "type":
+        lines = [line.replace(" counter", " gauge") for line in lines]
+    elif reshape == "extra":
+        lines.insert(draw(st.integers(0, len(lines))), "extra_metric 1")
+    return "\n".join(lines)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data(), exposition())
+def test_a_warm_parser_reads_a_next_scrape_like_a_cold_one(data: st.DataObject, text: str) -> None:
+    """Whether or not the next scrape keeps the last one's layout, and whatever its values
+    are, the warm parser's result equals a fresh parser's."""
+    warm = ExpositionParser()
+    warm.parse(text)
+    following = data.draw(next_scrape(text))
+    got, expected = warm.parse(following), ExpositionParser().parse(following)
+    assert canonical(got.samples) == canonical(expected.samples)
+    assert [s.series for s in got.samples] == [s.series for s in expected.samples]
+    assert got.types == expected.types
+    assert [(e.line_number, e.message) for e in got.errors] == [
+        (e.line_number, e.message) for e in expected.errors
+    ]
+
+
+def test_a_scrape_with_the_same_lines_is_read_through_the_layout() -> None:
+    parser = ExpositionParser()
+    text = fixture("underload")
+    parser.parse(text)
+    head = 'vllm:num_requests_waiting{engine="0",model_name="./model"}'
+    following = text.replace(f"{head} 10.0", f"{head} 12.0")
+    again = parser.parse(following)
+    assert parser.layout_hits == 1
+    assert canonical(again.samples) == canonical(ExpositionParser().parse(following).samples)
+    assert [s.value for s in again.samples if s.series.name == "vllm:num_requests_waiting"] == [12]

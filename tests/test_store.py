@@ -9,9 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.frames import TARGET, down_frame, frame, frame_from_text
+from tests.frames import TARGET, down_frame, exposition, frame, frame_from_text
 from tests.payloads import fixture, multi_engine
-from vtop.core.frame import Series
+from vtop.core.exposition import ExpositionParser
+from vtop.core.frame import Frame, ScrapeStatus, Series, TargetScrape
 from vtop.core.histogram import quantile
 from vtop.core.store import SeriesState, Store
 
@@ -228,3 +229,66 @@ def test_frames_must_move_forward_in_time() -> None:
     store.ingest(frame(5.0, GAUGE, {"vllm:num_requests_waiting": 1}))
     with pytest.raises(ValueError, match="not after"):
         store.ingest(frame(5.0, GAUGE, {"vllm:num_requests_waiting": 1}))
+
+
+STEP = st.tuples(
+    st.sampled_from(["grow", "grow", "grow", "drop_counter", "new_series", "restart", "down"]),
+    st.integers(0, 5),
+)
+COLUMN_TYPES = {
+    "vllm:num_preemptions_total": "counter",
+    "vllm:num_requests_waiting": "gauge",
+    "process_start_time_seconds": "gauge",
+}
+
+
+def column_payload(step: int, kind: str, amount: int, start: float, extra: bool) -> str:
+    """A small payload: two counters, a gauge, the start time, maybe an extra series."""
+    counter = float(step * 3 + amount) if kind != "drop_counter" else float(amount)
+    values = {
+        'vllm:num_preemptions_total{engine="0"}': counter,
+        'vllm:num_preemptions_total{engine="1"}': float(step),
+        "vllm:num_requests_waiting": float(amount),
+        "process_start_time_seconds": start,
+    }
+    if extra:
+        values['vllm:num_preemptions_total{engine="2"}'] = float(step)
+    return exposition(COLUMN_TYPES, values)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(STEP, min_size=2, max_size=30))
+def test_column_writes_store_what_the_sample_path_stores(steps: list[tuple[str, int]]) -> None:
+    """Scrapes shaped like the last one take the column path; every value, reset and event
+    must equal the one-sample-at-a-time path's (gaps, restarts, resets, new series)."""
+    stores = {True: Store(capacity=16), False: Store(capacity=16, column_writes=False)}
+    parser, start, extra, events = ExpositionParser(), 100.0, False, {True: [], False: []}
+    for step, (kind, amount) in enumerate(steps):
+        start += 50.0 if kind == "restart" else 0.0
+        extra = extra or kind == "new_series"
+        text = column_payload(step, kind, amount, start, extra)
+        parsed = parser.parse(text)
+        scrape = TargetScrape(TARGET, ScrapeStatus.OK, text, tuple(parsed.samples), parsed.types)
+        shot = down_frame(float(step)) if kind == "down" else Frame(float(step), (scrape,))
+        for columns, store in stores.items():
+            events[columns].append([(e.kind, e.message) for e in store.ingest(shot)])
+    assert events[True] == events[False]
+    now = float(len(steps) - 1)
+    for series in stores[False].select("vllm:num_preemptions_total"):
+        for window in (1.0, 5.0, 20.0):
+            assert stores[True].increase(series, now, window) == stores[False].increase(
+                series, now, window
+            )
+        assert stores[True].points(series, now, 20.0) == stores[False].points(series, now, 20.0)
+
+
+def test_a_scrape_shaped_like_the_last_takes_the_column_path() -> None:
+    store = Store()
+    text = fixture("underload")
+    parser = ExpositionParser()
+    for tick in range(3):
+        parsed = parser.parse(text)
+        scrape = TargetScrape(TARGET, ScrapeStatus.OK, text, tuple(parsed.samples), parsed.types)
+        store.ingest(Frame(float(tick), (scrape,)))
+    assert parser.layout_hits == 2
+    assert store.columns_written == 2

@@ -14,9 +14,10 @@ from array import array
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from operator import attrgetter, itemgetter, lt
 
 from vtop.core.catalog import Normalizer
-from vtop.core.exposition import family_of
+from vtop.core.exposition import family_of, picker
 from vtop.core.frame import Event, Frame, Labels, Series, TargetScrape
 from vtop.core.histogram import Buckets, merge_buckets, optional_float, quantile
 from vtop.core.histogram import mean as histogram_mean
@@ -112,6 +113,42 @@ class _Known:
         self.track: _Track | None = None
 
 
+class _Columns:
+    """A target's last scrape as columns: its raw series in order and the rings they fill.
+
+    When the next scrape has the same series in the same order (the usual case: only values
+    move), it is written column by column without resolving a series or checking a reset one
+    sample at a time.
+    """
+
+    __slots__ = ("cumulative", "pick_cumulative", "raw", "start_index", "tick", "tracks")
+
+    def __init__(self, raw: list[Series], tracks: list[_Track], tick: int) -> None:
+        self.raw = raw
+        self.tracks = tracks
+        self.tick = tick
+        indices = [i for i, track in enumerate(tracks) if track.cumulative]
+        self.cumulative = [tracks[i] for i in indices]
+        self.pick_cumulative = picker(indices)
+        self.start_index = next(
+            (i for i, series in enumerate(raw) if series.name == PROCESS_START), None
+        )
+
+    def write(self, values: list[float], tick: int, row: int) -> bool:
+        """Write one scrape's values at `tick`; False (nothing written) if a counter went down."""
+        if self.cumulative:
+            grown = self.pick_cumulative(values)
+            if any(map(lt, grown, map(attrgetter("last_raw"), self.cumulative))):
+                return False
+            for track, value in zip(self.cumulative, grown, strict=True):
+                track.last_raw = value
+        for track, value in zip(self.tracks, values, strict=True):
+            track.values[row] = value
+            track.last_tick = tick
+        self.tick = tick
+        return True
+
+
 @dataclass
 class _TargetState:
     """Per-target caches and restart detection.
@@ -124,6 +161,7 @@ class _TargetState:
     known: dict[int, _Known]
     last_ok_tick: int = -1
     process_start: float | None = None
+    columns: _Columns | None = None
 
 
 class Store:
@@ -134,12 +172,17 @@ class Store:
         capacity: int = DEFAULT_CAPACITY,
         max_series: int = DEFAULT_MAX_SERIES,
         stale_after_s: float = DEFAULT_STALE_AFTER_S,
+        column_writes: bool = True,
     ) -> None:
         self.capacity = capacity
+        self.column_writes = column_writes
+        """False: every sample takes the one-by-one path (the reference columns are tested on)."""
         self.max_series = max_series
         self.stale_after_s = stale_after_s
         self.tick = -1
         self.dropped_series = 0
+        self.columns_written = 0
+        """Scrapes written as columns (shaped like the target's previous one)."""
         self._times = array("d", [NAN]) * capacity
         self._tracks: dict[Series, _Track] = {}
         self._by_name: dict[str, list[Series]] = {}
@@ -167,6 +210,9 @@ class Store:
         """Write one target's samples at the current tick."""
         state = self._targets.setdefault(scrape.target, _TargetState(known={}))
         state.last_ok_tick = self.tick
+        if self._ingest_columns(state, scrape):
+            self.columns_written += 1
+            return []
         restarted = self._restarted(state, scrape)
         resets, dropped_before = 0, self.dropped_series
         aliases: list[tuple[_Known, float]] = []
@@ -182,7 +228,30 @@ class Store:
             track = known.track or self._tracks.get(known.series)
             if track is None or track.last_tick != self.tick:
                 resets += self._write(known, value, restarted)
+        state.columns = self._columns(state, scrape) if not aliases and self.column_writes else None
         return self._events(scrape.target, timestamp, restarted, resets, dropped_before)
+
+    def _ingest_columns(self, state: _TargetState, scrape: TargetScrape) -> bool:
+        """Write a scrape shaped like the target's last one at once; False when it is not
+        (new or missing series, a gap, a restart or a counter reset: the sample path)."""
+        columns = state.columns
+        if columns is None or columns.tick != self.tick - 1:
+            return False
+        if list(map(itemgetter(0), scrape.samples)) != columns.raw:
+            return False
+        values = list(map(itemgetter(1), scrape.samples))
+        if columns.start_index is not None and values[columns.start_index] != state.process_start:
+            return False
+        return columns.write(values, self.tick, self.tick % self.capacity)
+
+    def _columns(self, state: _TargetState, scrape: TargetScrape) -> _Columns | None:
+        """The columns of a scrape just written, when every sample has its own ring."""
+        raw = [sample.series for sample in scrape.samples]
+        knowns = [state.known.get(id(series)) for series in raw]
+        tracks = [known.track for known in knowns if known is not None and known.track]
+        if len(tracks) != len(raw) or len(set(map(id, tracks))) != len(tracks):
+            return None
+        return _Columns(raw, tracks, self.tick)
 
     def _restarted(self, state: _TargetState, scrape: TargetScrape) -> bool:
         """True when the target's process start time changed since its last scrape."""
