@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from vtop.core.exposition import ExpositionParser, family_of, reference_samples
 from vtop.core.frame import Sample
 
 
-def canonical(samples: list[Sample]) -> list[tuple[object, ...]]:
+def canonical(samples: Sequence[Sample]) -> list[tuple[object, ...]]:
     """Order-free, NaN-safe comparison form."""
     return sorted(
         (s.series, "nan" if math.isnan(s.value) else s.value, s.timestamp) for s in samples

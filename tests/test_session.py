@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from tests.frames import down_frame, frame, frame_from_text, frame_from_texts
+import pytest
+
+import vtop.core.session as session_module
+from tests.frames import TARGET, down_frame, frame, frame_from_text, frame_from_texts
+from tests.payloads import fixture
 from tests.test_diagnose import CACHE_LABELS, STORM_TICK
 from vtop.core.effective_config import DiagnoseOptions
 from vtop.core.frame import Frame
@@ -96,3 +100,17 @@ def test_a_rule_budget_judges_servers_in_turn_and_the_focused_one_always() -> No
     view = session.targets["http://a"]
     assert all(summary.running == 4 for _, summary in view.history)  # gauges every frame
     assert view.summary is not None and view.summary.preemptions_per_s is not None
+
+
+def test_recent_frames_keep_text_not_samples_and_stay_under_the_text_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    text = fixture("underload")
+    monkeypatch.setattr(session_module, "FRAMES_TEXT_KEPT", 3 * len(text))
+    session = Session(load_rules(), DiagnoseOptions())
+    for t in range(6):
+        session.ingest(frame_from_text(float(t), text))
+    assert [kept.timestamp for kept in session.recent_frames] == [3.0, 4.0, 5.0]
+    assert all(s.raw_text == text and not s.samples for s in session.recent_frames[-1].scrapes)
+    live = session.view(TARGET).last_scrape
+    assert live is not None and len(live.samples) == 420  # the live scrape keeps them

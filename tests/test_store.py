@@ -262,7 +262,8 @@ def test_column_writes_store_what_the_sample_path_stores(steps: list[tuple[str, 
     """Scrapes shaped like the last one take the column path; every value, reset and event
     must equal the one-sample-at-a-time path's (gaps, restarts, resets, new series)."""
     stores = {True: Store(capacity=16), False: Store(capacity=16, column_writes=False)}
-    parser, start, extra, events = ExpositionParser(), 100.0, False, {True: [], False: []}
+    parser, start, extra = ExpositionParser(), 100.0, False
+    events: dict[bool, list[list[tuple[str, str]]]] = {True: [], False: []}
     for step, (kind, amount) in enumerate(steps):
         start += 50.0 if kind == "restart" else 0.0
         extra = extra or kind == "new_series"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -142,7 +143,7 @@ def json_report(diagnosis: Diagnosis) -> dict[str, Any]:
             {"id": u.rule.id, "missing": list(u.missing), "how": u.how}
             for u in (triage.unchecked if triage else ())
         ],
-        "statistics": dict(diagnosis.summary.__dict__) if diagnosis.summary else None,
+        "statistics": dataclasses.asdict(diagnosis.summary) if diagnosis.summary else None,
         "config": {
             k: {"value": v.value, "source": v.source} for k, v in diagnosis.config.settings.items()
         },

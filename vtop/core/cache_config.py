@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from vtop.core.frame import Sample
@@ -76,7 +77,7 @@ def cache_config_from_labels(labels: dict[str, str]) -> CacheConfig:
     )
 
 
-def cache_configs(samples: tuple[Sample, ...] | list[Sample]) -> list[CacheConfig]:
+def cache_configs(samples: Sequence[Sample]) -> list[CacheConfig]:
     """Every engine's cache config found in a scrape, ordered by engine."""
     found = [
         cache_config_from_labels(dict(sample.series.labels))

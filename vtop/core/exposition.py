@@ -17,7 +17,7 @@ from typing import TypeVar
 from prometheus_client.openmetrics import parser as om_reference
 from prometheus_client.parser import text_string_to_metric_families as text_reference
 
-from vtop.core.frame import Labels, ParseError, Sample, Series
+from vtop.core.frame import Labels, ParseError, Sample, SampleColumns, Series
 
 METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*\Z")
 LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*\Z")
@@ -31,9 +31,13 @@ T = TypeVar("T")
 class ParsedExposition:
     """Samples, declared metric types and per-line errors of one exposition text."""
 
-    samples: list[Sample] = field(default_factory=list)
+    samples: list[Sample] | SampleColumns = field(default_factory=list)
     types: dict[str, str] = field(default_factory=dict)
     errors: list[ParseError] = field(default_factory=list)
+
+    def frozen_samples(self) -> Sequence[Sample]:
+        """The samples as an immutable sequence (columns stay columns)."""
+        return self.samples if isinstance(self.samples, SampleColumns) else tuple(self.samples)
 
 
 def parse_label_body(body: str) -> Labels:
@@ -143,7 +147,9 @@ class _Layout:
 
     __slots__ = ("heads", "line_count", "other_lines", "pick_other", "pick_samples", "series")
 
-    def __init__(self, lines: list[str], sample_indices: list[int], series: list[Series]) -> None:
+    def __init__(
+        self, lines: list[str], sample_indices: list[int], series: tuple[Series, ...]
+    ) -> None:
         samples = set(sample_indices)
         other = [i for i in range(len(lines)) if i not in samples]
         self.line_count = len(lines)
@@ -153,7 +159,7 @@ class _Layout:
         self.heads = [line.rpartition(" ")[0] for line in self.pick_samples(lines)]
         self.series = series
 
-    def read(self, text: str) -> list[Sample] | None:
+    def read(self, text: str) -> SampleColumns | None:
         """The samples of `text` when it has this layout and plain values; else None."""
         lines = text.split("\n")
         if len(lines) != self.line_count or self.pick_other(lines) != self.other_lines:
@@ -168,8 +174,7 @@ class _Layout:
             numbers = list(map(float, values))
         except ValueError:
             return None
-        rows = zip(self.series, numbers, repeat(None), strict=False)
-        return list(map(tuple.__new__, repeat(Sample), rows))
+        return SampleColumns(self.series, numbers)
 
 
 def layout_of(text: str, parsed: ParsedExposition, heads: dict[str, Series]) -> _Layout | None:
@@ -184,7 +189,7 @@ def layout_of(text: str, parsed: ParsedExposition, heads: dict[str, Series]) -> 
     for index, known in zip(indices, series, strict=True):
         if heads.get(lines[index].rpartition(" ")[0]) is not known:
             return None
-    return _Layout(lines, indices, series)
+    return _Layout(lines, indices, tuple(series))
 
 
 class ExpositionParser:
@@ -215,8 +220,9 @@ class ExpositionParser:
 
     def _parse_lines(self, text: str, openmetrics: bool) -> ParsedExposition:
         """Parse line by line."""
-        result = ParsedExposition()
-        heads, append, make = self._series_by_head, result.samples.append, tuple.__new__
+        samples: list[Sample] = []
+        result = ParsedExposition(samples)
+        heads, append, make = self._series_by_head, samples.append, tuple.__new__
         comments = self._comments
         for number, line in enumerate(text.split("\n"), 1):
             if not line:
@@ -242,7 +248,7 @@ class ExpositionParser:
             try:
                 append(self._sample(line.rstrip("\r"), openmetrics))
             except ValueError as error:
-                self._fallback(line, number, str(error), result, openmetrics)
+                self._fallback(line, number, str(error), samples, result, openmetrics)
         return result
 
     def _comment(self, line: str, number: int, result: ParsedExposition, openmetrics: bool) -> bool:
@@ -302,15 +308,21 @@ class ExpositionParser:
         return series
 
     def _fallback(
-        self, line: str, number: int, message: str, result: ParsedExposition, openmetrics: bool
+        self,
+        line: str,
+        number: int,
+        message: str,
+        samples: list[Sample],
+        result: ParsedExposition,
+        openmetrics: bool,
     ) -> None:
         """Try the reference parser on a line the fast path rejected."""
-        samples = reference_line(line, openmetrics)
-        if samples is None:
+        found = reference_line(line, openmetrics)
+        if found is None:
             result.errors.append(ParseError(number, line, message))
             return
         self.fallback_lines += 1
-        result.samples.extend(samples)
+        samples.extend(found)
 
 
 def reference_line(line: str, openmetrics: bool) -> list[Sample] | None:

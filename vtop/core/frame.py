@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from itertools import repeat
+from typing import NamedTuple, overload
 
 Labels = tuple[tuple[str, str], ...]
 """Label pairs sorted by name: hashable and order-independent."""
@@ -42,6 +44,46 @@ class Sample(NamedTuple):
     timestamp: float | None = None
 
 
+class SampleColumns(Sequence[Sample]):
+    """Samples as two columns: series (shared between scrapes of one layout) and values.
+
+    Lets a scrape hold its values in one list instead of one tuple per line: a hundred servers
+    make tens of thousands of samples a second, and every tuple would be garbage-collector work.
+    Samples are made on demand for readers that want them one by one.
+    """
+
+    __slots__ = ("series", "values")
+
+    def __init__(self, series: tuple[Series, ...], values: list[float]) -> None:
+        self.series = series
+        self.values = values
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    @overload
+    def __getitem__(self, index: int) -> Sample: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[Sample, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> Sample | tuple[Sample, ...]:
+        if isinstance(index, slice):
+            return tuple(self)[index]
+        return Sample(self.series[index], self.values[index])
+
+    def __iter__(self) -> Iterator[Sample]:
+        rows = zip(self.series, self.values, repeat(None), strict=False)
+        return map(tuple.__new__, repeat(Sample), rows)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence):
+            return NotImplemented
+        return tuple(self) == tuple(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
 @dataclass(frozen=True)
 class ParseError:
     """A line that could not be parsed; the rest of the scrape is kept."""
@@ -71,7 +113,7 @@ class TargetScrape:
     target: str
     status: ScrapeStatus
     raw_text: str = ""
-    samples: tuple[Sample, ...] = ()
+    samples: Sequence[Sample] = ()
     metric_types: dict[str, str] = field(default_factory=dict)
     parse_errors: tuple[ParseError, ...] = ()
     error: str = ""

@@ -187,7 +187,7 @@ class RecordingReader:
             target,
             status,
             text,
-            tuple(parsed.samples) if parsed else (),
+            parsed.frozen_samples() if parsed else (),
             parsed.types if parsed else {},
             tuple(parsed.errors) if parsed else (),
             str(item.get("error", "")),

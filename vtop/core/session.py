@@ -25,7 +25,9 @@ STARTUP_LINE = re.compile(r"non-default args:")
 LOG_LINES_KEPT = 5000
 MARKS_KEPT = 500
 FRAMES_KEPT = 600
-"""Recent frames kept for an incident bundle (10 minutes at 1 s)."""
+"""Recent frames kept for an incident bundle (10 minutes at 1 s)..."""
+FRAMES_TEXT_KEPT = 128 * 1024 * 1024
+"""...or fewer, so their /metrics text stays under this many characters (large fleets)."""
 KV_SATURATED = 0.95
 FLEET_VIEW = "fleet"
 RULE_BUDGET = 10
@@ -74,17 +76,19 @@ class Session:
         self,
         rules: list[Rule],
         options: DiagnoseOptions,
-        history_points: int = 3600,
         rule_budget: int | None = None,
         store_capacity: int = DEFAULT_CAPACITY,
     ) -> None:
         self.store = Store(store_capacity)
         self.engine = Engine(rules)
         self.options = options
-        self.history_points = history_points
+        self.history_points = store_capacity
+        """Chart points kept per server: as many as the store keeps ticks."""
         self.targets: dict[str, TargetView] = {}
         self.marks: deque[Mark] = deque(maxlen=MARKS_KEPT)
-        self.recent_frames: deque[Frame] = deque(maxlen=FRAMES_KEPT)
+        self.recent_frames: deque[Frame] = deque()
+        """Recent frames as text only (a bundle re-parses them, as a replay does)."""
+        self._recent_chars = 0
         self.log_lines: deque[str] = deque(maxlen=LOG_LINES_KEPT)
         self.startup_log: list[str] = []
         self.gpu: GpuSnapshot | None = None
@@ -102,7 +106,7 @@ class Session:
     def ingest(self, frame: Frame) -> None:
         """One frame: store, log, config, rules, history and marks."""
         self.now = frame.timestamp
-        self.recent_frames.append(frame)
+        self._keep_recent(frame)
         if frame.gpu is not None:
             self.gpu = frame.gpu
         self._take_log(frame.log_lines)
@@ -122,6 +126,20 @@ class Session:
             self._mark_findings(self.fleet, triage, frame.timestamp)
             self.fleet.triage, self.fleet.last_timestamp = triage, frame.timestamp
         self._log_changed = False
+
+    def _keep_recent(self, frame: Frame) -> None:
+        """Keep a frame without its parsed samples; drop the oldest beyond the count or text bound.
+
+        Parsed samples are tens of bytes each and the garbage collector walks every one of them;
+        the text alone is smaller and untracked.
+        """
+        kept = dataclasses.replace(frame, scrapes=tuple(map(_text_only, frame.scrapes)))
+        self.recent_frames.append(kept)
+        self._recent_chars += _text_size(kept)
+        while len(self.recent_frames) > 1 and (
+            len(self.recent_frames) > FRAMES_KEPT or self._recent_chars > FRAMES_TEXT_KEPT
+        ):
+            self._recent_chars -= _text_size(self.recent_frames.popleft())
 
     def _fleet_due(self, now: float) -> bool:
         """Fleet rules run every frame, or every FLEET_RULES_EVERY_S under a rule budget (their
@@ -232,6 +250,16 @@ class Session:
         for key in sorted(before.keys() - after.keys()):
             text = f"{short_key(before[key])} cleared: {before[key].rule.title}"
             self.marks.append(Mark(now, "cleared", view.target, text))
+
+
+def _text_only(scrape: TargetScrape) -> TargetScrape:
+    """A scrape without its parsed samples."""
+    return dataclasses.replace(scrape, samples=()) if scrape.samples else scrape
+
+
+def _text_size(frame: Frame) -> int:
+    """Characters of /metrics text a frame holds."""
+    return sum(len(scrape.raw_text) for scrape in frame.scrapes)
 
 
 def store_ticks_for(servers: int) -> int:

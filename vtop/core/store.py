@@ -12,13 +12,13 @@ import enum
 import math
 from array import array
 from bisect import bisect_right
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import attrgetter, itemgetter, lt
 
 from vtop.core.catalog import Normalizer
 from vtop.core.exposition import family_of, picker
-from vtop.core.frame import Event, Frame, Labels, Series, TargetScrape
+from vtop.core.frame import Event, Frame, Labels, SampleColumns, Series, TargetScrape
 from vtop.core.histogram import Buckets, merge_buckets, optional_float, quantile
 from vtop.core.histogram import mean as histogram_mean
 from vtop.core.sources.nvml import gpu_scrape
@@ -123,7 +123,7 @@ class _Columns:
 
     __slots__ = ("cumulative", "pick_cumulative", "raw", "start_index", "tick", "tracks")
 
-    def __init__(self, raw: list[Series], tracks: list[_Track], tick: int) -> None:
+    def __init__(self, raw: Sequence[Series], tracks: list[_Track], tick: int) -> None:
         self.raw = raw
         self.tracks = tracks
         self.tick = tick
@@ -237,16 +237,21 @@ class Store:
         columns = state.columns
         if columns is None or columns.tick != self.tick - 1:
             return False
-        if list(map(itemgetter(0), scrape.samples)) != columns.raw:
+        samples = scrape.samples
+        if isinstance(samples, SampleColumns) and samples.series is columns.raw:
+            values = samples.values
+        elif tuple(map(itemgetter(0), samples)) == columns.raw:
+            values = list(map(itemgetter(1), samples))
+        else:
             return False
-        values = list(map(itemgetter(1), scrape.samples))
         if columns.start_index is not None and values[columns.start_index] != state.process_start:
             return False
         return columns.write(values, self.tick, self.tick % self.capacity)
 
     def _columns(self, state: _TargetState, scrape: TargetScrape) -> _Columns | None:
         """The columns of a scrape just written, when every sample has its own ring."""
-        raw = [sample.series for sample in scrape.samples]
+        samples = scrape.samples
+        raw = samples.series if isinstance(samples, SampleColumns) else tuple(s[0] for s in samples)
         knowns = [state.known.get(id(series)) for series in raw]
         tracks = [known.track for known in knowns if known is not None and known.track]
         if len(tracks) != len(raw) or len(set(map(id, tracks))) != len(tracks):

@@ -12,7 +12,7 @@ TTFT = "vllm:time_to_first_token_seconds"
 ITL = "vllm:inter_token_latency_seconds"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TargetSummary:
     """What an operator reads first; None means unknown, never zero."""
 

@@ -152,7 +152,7 @@ class VllmHttpSource:
             self.target,
             status,
             raw_text=text,
-            samples=tuple(parsed.samples),
+            samples=parsed.frozen_samples(),
             metric_types=parsed.types,
             parse_errors=tuple(parsed.errors),
             error=message,
