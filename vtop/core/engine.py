@@ -129,7 +129,8 @@ class Engine:
     """Evaluates a rule set repeatedly; remembers since when each condition holds."""
 
     rules: list[Rule]
-    active_since: dict[tuple[str, str, Labels], float] = field(default_factory=dict)
+    active_since: dict[tuple[str, str], dict[Labels, float]] = field(default_factory=dict)
+    """Per (target, rule id): since when the condition has held, per label set."""
 
     def evaluate(
         self, store: Store, target: str, now: float, config: Mapping[str, float | None]
@@ -165,16 +166,14 @@ class Engine:
             holding = value
         elif value and not math.isnan(value):
             holding = {(): value}
-        found = []
-        for labels in holding:
-            key = (context.target, rule.id, labels)
-            since = self.active_since.setdefault(key, context.now)
-            if context.now - since >= rule.for_s:
-                found.append(self._finding(rule, labels, since, context))
-        for key in [k for k in self.active_since if k[:2] == (context.target, rule.id)]:
-            if key[2] not in holding:
-                del self.active_since[key]
-        return found
+        before = self.active_since.get((context.target, rule.id), {})
+        since_by_labels = {labels: before.get(labels, context.now) for labels in holding}
+        self.active_since[(context.target, rule.id)] = since_by_labels
+        return [
+            self._finding(rule, labels, since, context)
+            for labels, since in since_by_labels.items()
+            if context.now - since >= rule.for_s
+        ]
 
     def _finding(self, rule: Rule, labels: Labels, since: float, context: Context) -> Finding:
         """Evidence, diagnosis and computed suggestions for a holding rule."""

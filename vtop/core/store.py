@@ -29,6 +29,7 @@ PROCESS_START = "process_start_time_seconds"
 DEFAULT_CAPACITY = 3600
 DEFAULT_MAX_SERIES = 50_000
 DEFAULT_STALE_AFTER_S = 30.0
+MAX_TICK_LOOKUPS = 4096
 
 Matchers = Mapping[str, str]
 Measure = Callable[[Series, float, float], float | None]
@@ -190,6 +191,7 @@ class Store:
         """Series by (name, instance): a fleet's per-server queries touch only their own."""
         self._targets: dict[str, _TargetState] = {}
         self._normalizer = Normalizer()
+        self._tick_lookups: dict[float, int | None] = {}
 
     # ingest -----------------------------------------------------------------
 
@@ -199,6 +201,7 @@ class Store:
             raise ValueError(f"frame at {frame.timestamp} is not after the previous tick")
         self.tick += 1
         self._times[self.tick % self.capacity] = frame.timestamp
+        self._tick_lookups.clear()
         events: list[Event] = []
         scrapes = frame.scrapes if frame.gpu is None else (*frame.scrapes, gpu_scrape(frame.gpu))
         for scrape in scrapes:
@@ -238,8 +241,10 @@ class Store:
         if columns is None or columns.tick != self.tick - 1:
             return False
         samples = scrape.samples
-        if isinstance(samples, SampleColumns) and samples.series is columns.raw:
-            values = samples.values
+        if isinstance(samples, SampleColumns):
+            if samples.series is not columns.raw and samples.series != columns.raw:
+                return False
+            columns.raw, values = samples.series, samples.values
         elif tuple(map(itemgetter(0), samples)) == columns.raw:
             values = list(map(itemgetter(1), samples))
         else:
@@ -341,12 +346,21 @@ class Store:
         return self._times[tick % self.capacity]
 
     def tick_at_or_before(self, when: float) -> int | None:
-        """The newest tick at or before `when`, None when all ticks are later or gone."""
-        if self.tick < 0:
-            return None
-        ticks = range(self.oldest_tick, self.tick + 1)
-        position = bisect_right(ticks, when, key=self.time_of)
-        return None if position == 0 else ticks[position - 1]
+        """The newest tick at or before `when`, None when all ticks are later or gone.
+
+        Remembered until the next tick: one evaluation asks for the same few times thousands
+        of times.
+        """
+        if when in self._tick_lookups:
+            return self._tick_lookups[when]
+        found = None
+        if self.tick >= 0:
+            ticks = range(self.oldest_tick, self.tick + 1)
+            position = bisect_right(ticks, when, key=self.time_of)
+            found = None if position == 0 else ticks[position - 1]
+        if len(self._tick_lookups) < MAX_TICK_LOOKUPS:
+            self._tick_lookups[when] = found
+        return found
 
     def value(self, series: Series, tick: int) -> float:
         """The stored value of a series at a tick (NaN when absent)."""

@@ -2,7 +2,21 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from functools import cached_property
+
+
+class _HashedOnce:
+    """Hashes a frozen node once: the evaluator's memo looks nodes up many times per rule.
+
+    (A frozen dataclass hashes all its fields, recursively, on every lookup.)
+    """
+
+    @cached_property
+    def hash_once(self) -> int:
+        """The hash of the node's type and fields."""
+        values = (getattr(self, f.name) for f in fields(self))  # type: ignore[arg-type]
+        return hash((type(self).__name__, *values))
 
 
 @dataclass(frozen=True)
@@ -15,7 +29,7 @@ class Matcher:
 
 
 @dataclass(frozen=True)
-class Selector:
+class Selector(_HashedOnce):
     """`name{matchers}`, optionally a range `[window]` and an `offset`."""
 
     name: str
@@ -32,7 +46,7 @@ class Number:
 
 
 @dataclass(frozen=True)
-class Call:
+class Call(_HashedOnce):
     """A function call such as rate(x[5m]) or histogram_quantile(0.99, ...)."""
 
     function: str
@@ -40,7 +54,7 @@ class Call:
 
 
 @dataclass(frozen=True)
-class Aggregate:
+class Aggregate(_HashedOnce):
     """sum/min/max/avg/count, optionally `by (...)` or `without (...)`."""
 
     op: str
@@ -50,7 +64,7 @@ class Aggregate:
 
 
 @dataclass(frozen=True)
-class Binary:
+class Binary(_HashedOnce):
     """Arithmetic, comparison (`bool` optional) or set operation with optional on/ignoring."""
 
     op: str
@@ -64,13 +78,16 @@ class Binary:
 
 
 @dataclass(frozen=True)
-class Negate:
+class Negate(_HashedOnce):
     """Unary minus."""
 
     expr: Expr
 
 
 Expr = Selector | Number | Call | Aggregate | Binary | Negate
+
+for _node in (Selector, Call, Aggregate, Binary, Negate):
+    _node.__hash__ = lambda self: self.hash_once  # type: ignore[method-assign, attr-defined]
 
 
 def selectors(expr: Expr) -> list[Selector]:
