@@ -6,18 +6,18 @@ merged by adding buckets (quantiles of the merged distribution, never averaged q
 
 from __future__ import annotations
 
-import dataclasses
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from vtop.core.engine import Finding
 from vtop.core.frame import ScrapeStatus
-from vtop.core.histogram import quantile
 from vtop.core.session import Session, TargetView
-from vtop.core.summary import TTFT, TargetSummary, quick_summary, summarize
+from vtop.core.summary import TargetSummary, summarize
 
 STALE_AFTER_S = 5.0
+LIVE = ("live", "restarted")
 RESTART_SHOWN_S = 60.0
 SORT_KEYS = ("target", "state", "running", "waiting", "kv", "preempt", "ttft", "gen", "finding")
 
@@ -146,15 +146,27 @@ def engine_summaries(session: Session, target: str, now: float) -> dict[str, Tar
     }
 
 
-def fleet_summary(session: Session, now: float) -> TargetSummary:
-    """Figures over every server: gauges and rates added, TTFT from buckets merged across all
-    servers (only what the fleet line shows: this runs over every series of the fleet)."""
-    store, window = session.store, session.options.window_s
-    merged = store.histogram_buckets(TTFT, now, window, {}).get(())
-    return dataclasses.replace(
-        quick_summary(store, "fleet", now, window, None, {}),
-        ttft_p50_s=None if merged is None else quantile(0.5, merged),
-        ttft_p99_s=None if merged is None else quantile(0.99, merged),
+def fleet_summary(session: Session, rows: list[FleetRow]) -> TargetSummary:
+    """Figures over every live server: gauges and rates added from the rows, TTFT from the
+    buckets of all servers merged (refreshed with the fleet rules)."""
+    live = [row.summary for row in rows if row.state in LIVE and row.summary is not None]
+
+    def total(name: str) -> float | None:
+        values = [value for s in live if (value := getattr(s, name)) is not None]
+        return math.fsum(values) if values else None
+
+    kv = [s.kv_usage for s in live if s.kv_usage is not None]
+    latency = session.fleet.summary
+    return TargetSummary(
+        "fleet",
+        running=total("running"),
+        waiting=total("waiting"),
+        kv_usage=max(kv, default=None),
+        preemptions_per_s=total("preemptions_per_s"),
+        prompt_tokens_per_s=total("prompt_tokens_per_s"),
+        generation_tokens_per_s=total("generation_tokens_per_s"),
+        ttft_p50_s=latency.ttft_p50_s if latency else None,
+        ttft_p99_s=latency.ttft_p99_s if latency else None,
     )
 
 

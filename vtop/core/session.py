@@ -17,7 +17,7 @@ from vtop.core.frame import Frame, GpuSnapshot, ScrapeStatus, TargetScrape
 from vtop.core.rules import Rule
 from vtop.core.server_config import ServerConfig
 from vtop.core.store import DEFAULT_CAPACITY, Store
-from vtop.core.summary import TargetSummary, quick_summary, summarize
+from vtop.core.summary import TargetSummary, merged_latency, quick_summary, summarize
 
 SCRAPE_FAILURES = frozenset(status.value.replace(" ", "_") for status in ScrapeStatus)
 """Event kinds the poller emits for failed scrapes; the session marks status changes instead."""
@@ -100,7 +100,7 @@ class Session:
         """At most this many targets' rules per frame (round robin; the focused one always)."""
         self.focus: str | None = None
         self.fleet = TargetView(FLEET_VIEW, deque(maxlen=1))
-        """Findings of the fleet-scope rules (imbalance across servers)."""
+        """Findings of the fleet-scope rules (imbalance across servers) and the fleet's TTFT."""
         self._rotation = 0
 
     def ingest(self, frame: Frame) -> None:
@@ -125,6 +125,8 @@ class Session:
             triage = self.engine.evaluate_fleet(self.store, frame.timestamp)
             self._mark_findings(self.fleet, triage, frame.timestamp)
             self.fleet.triage, self.fleet.last_timestamp = triage, frame.timestamp
+            latency = merged_latency(self.store, frame.timestamp, self.options.window_s)
+            self.fleet.history.append((frame.timestamp, latency))
         self._log_changed = False
 
     def _keep_recent(self, frame: Frame) -> None:

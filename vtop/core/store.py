@@ -192,6 +192,7 @@ class Store:
         self._targets: dict[str, _TargetState] = {}
         self._normalizer = Normalizer()
         self._tick_lookups: dict[float, int | None] = {}
+        self._oldest = 0
 
     # ingest -----------------------------------------------------------------
 
@@ -202,6 +203,7 @@ class Store:
         self.tick += 1
         self._times[self.tick % self.capacity] = frame.timestamp
         self._tick_lookups.clear()
+        self._oldest = max(0, self.tick - self.capacity + 1)
         events: list[Event] = []
         scrapes = frame.scrapes if frame.gpu is None else (*frame.scrapes, gpu_scrape(frame.gpu))
         for scrape in scrapes:
@@ -339,7 +341,7 @@ class Store:
     @property
     def oldest_tick(self) -> int:
         """The oldest tick still in the ring."""
-        return max(0, self.tick - self.capacity + 1)
+        return self._oldest
 
     def time_of(self, tick: int) -> float:
         """Timestamp of a tick in the ring."""
@@ -365,19 +367,23 @@ class Store:
     def value(self, series: Series, tick: int) -> float:
         """The stored value of a series at a tick (NaN when absent)."""
         track = self._tracks.get(series)
-        if track is None or not track.first_tick <= tick <= track.last_tick:
-            return NAN
-        if tick < self.oldest_tick:
+        return NAN if track is None else self._at(track, tick)
+
+    def _at(self, track: _Track, tick: int) -> float:
+        """A ring's value at a tick (NaN when absent or out of the ring)."""
+        if not track.first_tick <= tick <= track.last_tick or tick < self._oldest:
             return NAN
         return track.values[tick % self.capacity]
 
     def corrected(self, series: Series, tick: int) -> float:
         """The value at a tick plus the counter resets before it (monotonic for counters)."""
         track = self._tracks.get(series)
-        stored = self.value(series, tick)
-        if track is None or not track.reset_ticks:
-            return stored
-        return stored + track.offset_at(tick)
+        return NAN if track is None else self._corrected(track, tick)
+
+    def _corrected(self, track: _Track, tick: int) -> float:
+        """A ring's value at a tick plus its counter resets before it."""
+        stored = self._at(track, tick)
+        return stored + track.offset_at(tick) if track.reset_ticks else stored
 
     # selection --------------------------------------------------------------
 
@@ -445,9 +451,13 @@ class Store:
         end = self.tick_at_or_before(now)
         if end is None:
             return []
+        track = self._tracks.get(series)
+        if track is None:
+            return []
         first = self.tick_at_or_before(now - window)
-        start = self.oldest_tick if first is None else first + 1
-        pairs = ((self.time_of(t), self.value(series, t)) for t in range(start, end + 1))
+        start = max(self._oldest if first is None else first + 1, track.first_tick)
+        stop = min(end, track.last_tick)
+        pairs = ((self.time_of(t), track.values[t % self.capacity]) for t in range(start, stop + 1))
         return [(when, value) for when, value in pairs if not math.isnan(value)]
 
     def _endpoints(
@@ -455,22 +465,25 @@ class Store:
     ) -> tuple[tuple[float, float], tuple[float, float]] | None:
         """First and last present samples of the window, the base being at or before its start."""
         end = self.tick_at_or_before(now)
-        if end is None:
+        track = self._tracks.get(series)
+        if end is None or track is None:
             return None
         base = self.tick_at_or_before(now - window)
-        first = self._present(series, self.oldest_tick if base is None else base, end, 1)
-        last = self._present(series, end, first if first is not None else end, -1)
+        first = self._present(track, self._oldest if base is None else base, end, 1)
+        last = self._present(track, end, first if first is not None else end, -1)
         if first is None or last is None or last <= first:
             return None
         return (
-            (self.time_of(first), self.corrected(series, first)),
-            (self.time_of(last), self.corrected(series, last)),
+            (self.time_of(first), self._corrected(track, first)),
+            (self.time_of(last), self._corrected(track, last)),
         )
 
-    def _present(self, series: Series, start: int, stop: int, step: int) -> int | None:
-        """First tick from `start` towards `stop` (inclusive) where the series has a value."""
+    def _present(self, track: _Track, start: int, stop: int, step: int) -> int | None:
+        """First tick from `start` towards `stop` (inclusive) where the ring has a value."""
+        low, high = max(track.first_tick, self._oldest), track.last_tick
+        values, capacity = track.values, self.capacity
         for tick in range(start, stop + step, step):
-            if not math.isnan(self.value(series, tick)):
+            if low <= tick <= high and not math.isnan(values[tick % capacity]):
                 return tick
         return None
 

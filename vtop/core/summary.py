@@ -6,6 +6,7 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from vtop.core.histogram import quantile as histogram_quantile
 from vtop.core.store import Store
 
 TTFT = "vllm:time_to_first_token_seconds"
@@ -99,6 +100,20 @@ def quick_summary(
         preemptions_per_s=rate("vllm:num_preemptions_total"),
         prompt_tokens_per_s=rate("vllm:prompt_tokens_total"),
         generation_tokens_per_s=rate("vllm:generation_tokens_total"),
+    )
+
+
+def merged_latency(store: Store, now: float, window: float) -> TargetSummary:
+    """TTFT over every server, buckets added before the quantiles (for the fleet line; the only
+    part of the fleet figures that reads every server's histogram)."""
+    merged = store.histogram_buckets(TTFT, now, window, {}).get(())
+    unknown = TargetSummary("fleet", *([None] * 8))
+    if merged is None:
+        return unknown
+    return dataclasses.replace(
+        unknown,
+        ttft_p50_s=histogram_quantile(0.5, merged),
+        ttft_p99_s=histogram_quantile(0.99, merged),
     )
 
 

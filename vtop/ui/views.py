@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from vtop.core.engine import Triage
 from vtop.core.feeds import LiveFeed, ReplayFeed
 from vtop.core.fleet import (
+    LIVE,
     FleetRow,
     engine_summaries,
     filter_rows,
@@ -207,8 +208,8 @@ def triage_with_fleet(session: Session, view: TargetView | None) -> Triage | Non
 def fleet_line(app: VtopApp, now: float, rows: list[FleetRow]) -> str:
     """Fleet-wide figures (histograms merged by bucket) and the findings across servers."""
     session = app.session
-    total = fleet_summary(session, now)
-    live = sum(1 for row in rows if row.state in ("live", "restarted"))
+    total = fleet_summary(session, rows)
+    live = sum(1 for row in rows if row.state in LIVE)
     triage = session.fleet.triage
     across = ", ".join(short_key_of(f.rule.id, f.labels) for f in triage.findings) if triage else ""
     return (

@@ -40,7 +40,8 @@ class FastGet:
         if not self.usable:
             return None
         try:
-            return await asyncio.wait_for(self._exchange(headers), timeout_s)
+            async with asyncio.timeout(timeout_s):
+                return await self._exchange(headers)
         except TimeoutError as error:
             await self.close()
             raise FastTimeoutError(f"timed out: no answer within {timeout_s:g} s") from error
