@@ -10,9 +10,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from itertools import repeat
-from operator import itemgetter
-from typing import TypeVar
+from operator import getitem, itemgetter
+from typing import TypeVar, cast
 
 from prometheus_client.openmetrics import parser as om_reference
 from prometheus_client.parser import text_string_to_metric_families as text_reference
@@ -145,7 +144,15 @@ class _Layout:
     any per-line Python code; any difference (or an odd value) falls back to the full parse.
     """
 
-    __slots__ = ("heads", "line_count", "other_lines", "pick_other", "pick_samples", "series")
+    __slots__ = (
+        "heads",
+        "line_count",
+        "other_lines",
+        "pick_other",
+        "pick_samples",
+        "series",
+        "value_at",
+    )
 
     def __init__(
         self, lines: list[str], sample_indices: list[int], series: tuple[Series, ...]
@@ -156,7 +163,9 @@ class _Layout:
         self.pick_samples = picker(sample_indices)
         self.pick_other = picker(other)
         self.other_lines = self.pick_other(lines)
-        self.heads = [line.rpartition(" ")[0] for line in self.pick_samples(lines)]
+        heads = [line.rpartition(" ")[0] for line in self.pick_samples(lines)]
+        self.heads = [head + " " for head in heads]
+        self.value_at = [slice(len(head) + 1, None) for head in heads]
         self.series = series
 
     def read(self, text: str) -> SampleColumns | None:
@@ -164,10 +173,10 @@ class _Layout:
         lines = text.split("\n")
         if len(lines) != self.line_count or self.pick_other(lines) != self.other_lines:
             return None
-        parts = list(map(str.rpartition, self.pick_samples(lines), repeat(" ")))
-        if list(map(itemgetter(0), parts)) != self.heads:
+        samples = self.pick_samples(lines)
+        if not all(map(str.startswith, samples, self.heads)):
             return None
-        values = list(map(itemgetter(2), parts))
+        values = cast("list[str]", list(map(getitem, samples, self.value_at)))
         if "_" in "".join(values):
             return None
         try:

@@ -14,7 +14,7 @@ from array import array
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from operator import attrgetter, itemgetter, lt
+from operator import itemgetter, lt
 
 from vtop.core.catalog import Normalizer
 from vtop.core.exposition import family_of, picker
@@ -119,10 +119,19 @@ class _Columns:
 
     When the next scrape has the same series in the same order (the usual case: only values
     move), it is written column by column without resolving a series or checking a reset one
-    sample at a time.
+    sample at a time. The counters' last raw values are kept here, not in each ring, until
+    the sample path takes over again (`settle`).
     """
 
-    __slots__ = ("cumulative", "pick_cumulative", "raw", "start_index", "tick", "tracks")
+    __slots__ = (
+        "cumulative",
+        "last_grown",
+        "pick_cumulative",
+        "raw",
+        "start_index",
+        "tick",
+        "tracks",
+    )
 
     def __init__(self, raw: Sequence[Series], tracks: list[_Track], tick: int) -> None:
         self.raw = raw
@@ -131,6 +140,7 @@ class _Columns:
         indices = [i for i, track in enumerate(tracks) if track.cumulative]
         self.cumulative = [tracks[i] for i in indices]
         self.pick_cumulative = picker(indices)
+        self.last_grown = tuple(track.last_raw for track in self.cumulative)
         self.start_index = next(
             (i for i, series in enumerate(raw) if series.name == PROCESS_START), None
         )
@@ -139,15 +149,19 @@ class _Columns:
         """Write one scrape's values at `tick`; False (nothing written) if a counter went down."""
         if self.cumulative:
             grown = self.pick_cumulative(values)
-            if any(map(lt, grown, map(attrgetter("last_raw"), self.cumulative))):
+            if any(map(lt, grown, self.last_grown)):
                 return False
-            for track, value in zip(self.cumulative, grown, strict=True):
-                track.last_raw = value
+            self.last_grown = grown
         for track, value in zip(self.tracks, values, strict=True):
             track.values[row] = value
             track.last_tick = tick
         self.tick = tick
         return True
+
+    def settle(self) -> None:
+        """Give the rings their counters' last raw values back (the sample path reads them)."""
+        for track, value in zip(self.cumulative, self.last_grown, strict=True):
+            track.last_raw = value
 
 
 @dataclass
@@ -218,6 +232,8 @@ class Store:
         if self._ingest_columns(state, scrape):
             self.columns_written += 1
             return []
+        if state.columns is not None:
+            state.columns.settle()
         restarted = self._restarted(state, scrape)
         resets, dropped_before = 0, self.dropped_series
         aliases: list[tuple[_Known, float]] = []
