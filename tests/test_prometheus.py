@@ -115,6 +115,13 @@ def test_prometheus_gives_the_fleet_what_direct_scrapes_give(
 
         state = asyncio.run(until_down(url, names[1], idle_stack.close, 15))
         assert state.status is ScrapeStatus.UNREACHABLE and "up == 0" in state.error
+        # A vtop started now, with that server already down, still lists it (from the last hour).
+        fresh = asyncio.run(live_frame(url))
+        assert sorted(fresh) == sorted(names)
+        assert (
+            fresh[names[1]].status is ScrapeStatus.UNREACHABLE
+            and "up == 0" in fresh[names[1]].error
+        )
 
 
 def test_not_prometheus_and_unreachable_are_clear_errors() -> None:

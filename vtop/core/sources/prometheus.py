@@ -20,6 +20,8 @@ from vtop.core.sources.vllm_http import ScrapeOptions, describe_error, make_clie
 
 VLLM_SELECTOR = '{__name__=~"vllm:.+|process_start_time_seconds|up"}'
 """Everything vtop reads: vLLM's series, the restart marker, and Prometheus' own `up`."""
+KNOWN_SERVERS = "group by (job, instance) (last_over_time(vllm:num_requests_running[1h]))"
+"""Servers that exposed vLLM series in the last hour: found even when down as vtop starts."""
 DROPPED_LABELS = frozenset({"__name__", "instance", "job"})
 UP = "up"
 METADATA_REFRESH_S = 300.0
@@ -94,11 +96,17 @@ def _point(metric: dict[str, str], pair: list[Any]) -> Point:
 
 def target_names(points: Iterable[Point]) -> dict[tuple[str, str], str]:
     """A target name per (job, instance) serving vLLM: the instance, or job/instance if reused."""
-    pairs = {
-        (p.labels.get("job", ""), p.labels.get("instance", ""))
-        for p in points
-        if p.labels.get("__name__", "").startswith("vllm:")
-    }
+    return names_of(
+        {
+            (p.labels.get("job", ""), p.labels.get("instance", ""))
+            for p in points
+            if p.labels.get("__name__", "").startswith("vllm:")
+        }
+    )
+
+
+def names_of(pairs: set[tuple[str, str]]) -> dict[tuple[str, str], str]:
+    """A target name per (job, instance): the instance, or job/instance if reused."""
     instances = [instance for _, instance in pairs]
     return {
         (job, instance): instance if instances.count(instance) == 1 else f"{job}/{instance}"
@@ -149,23 +157,27 @@ class PrometheusFeed:
         self.interval = interval
         self.names: dict[tuple[str, str], str] = {}
         self.types: dict[str, str] = {}
-        self._types_at = -math.inf
+        self._known: set[tuple[str, str]] = set()
+        self._catalogue_at = -math.inf
 
     async def frames(self, now: float) -> list[Frame]:
         """The servers' latest values as one frame (an event when Prometheus fails)."""
         try:
             points = await self.client.query(VLLM_SELECTOR, now)
-            await self._refresh_types(now)
+            await self._refresh_catalogue(now)
         except PrometheusError as error:
             return [Frame(now, events=(Event(now, "unreachable", self.client.url, str(error)),))]
-        self.names |= target_names(points)
+        self._known |= set(target_names(points))
+        self.names = names_of(self._known)
         return [Frame(now, scrapes_from(points, self.names, self.types))]
 
-    async def _refresh_types(self, now: float) -> None:
-        """Metric metadata, asked again every few minutes (new targets, new metrics)."""
-        if abs(now - self._types_at) > METADATA_REFRESH_S:
+    async def _refresh_catalogue(self, now: float) -> None:
+        """Metric metadata and the servers of the last hour, asked again every few minutes."""
+        if abs(now - self._catalogue_at) > METADATA_REFRESH_S:
             self.types = await self.client.metadata()
-            self._types_at = now
+            recent = await self.client.query(KNOWN_SERVERS, now)
+            self._known |= {(p.labels.get("job", ""), p.labels.get("instance", "")) for p in recent}
+            self._catalogue_at = now
 
     async def close(self) -> None:
         """Close the HTTP client."""
