@@ -7,6 +7,7 @@ from the frames, so a replay gives the same findings at the same times as the li
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from collections import deque
 from dataclasses import dataclass, field
@@ -31,7 +32,10 @@ FRAMES_TEXT_KEPT = 128 * 1024 * 1024
 KV_SATURATED = 0.95
 FLEET_VIEW = "fleet"
 RULE_BUDGET = 10
-"""Servers whose rules run per frame in a fleet (in turn; the one on screen always)."""
+"""Servers whose rules run per frame in a fleet (in turn; the one on screen always)..."""
+JUDGED_EVERY_FRAMES = 5
+"""...and in a small fleet, each server's rules every this many frames (their windows are
+minutes and their `for` seconds; the one on screen every frame)."""
 FLEET_RULES_EVERY_S = 5.0
 STORE_TICKS_X_SERVERS = 14_400
 """Ticks x servers the store keeps (history shrinks as servers are added, to bound memory)."""
@@ -154,11 +158,12 @@ class Session:
     def _judged_now(self, scrapes: tuple[TargetScrape, ...]) -> set[str]:
         """Targets whose rules run this frame: all, or the budget's share in turn (plus focus)."""
         names = [scrape.target for scrape in scrapes if scrape.ok]
-        if self.rule_budget is None or len(names) <= self.rule_budget:
+        if self.rule_budget is None:
             return set(names)
-        start = self._rotation % len(names)
-        self._rotation = start + self.rule_budget
-        chosen = {names[(start + offset) % len(names)] for offset in range(self.rule_budget)}
+        budget = min(self.rule_budget, math.ceil(len(names) / JUDGED_EVERY_FRAMES))
+        start = self._rotation % max(len(names), 1)
+        self._rotation = start + budget
+        chosen = {names[(start + offset) % len(names)] for offset in range(budget)}
         return chosen | ({self.focus} & set(names) if self.focus else set())
 
     def _take_log(self, lines: tuple[str, ...]) -> None:
