@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
 import time
@@ -27,7 +28,7 @@ from vtop.core.sources.nvml import NvmlSource
 from vtop.core.sources.process_log import LogTail
 from vtop.core.sources.vllm_http import ScrapeOptions, VllmHttpSource
 from vtop.ui import server_actions
-from vtop.ui.app import VtopApp
+from vtop.ui.app import YOUNG_COLLECTION_EVERY, VtopApp
 from vtop.ui.screens.confirm import ConfirmScreen
 from vtop.ui.screens.text_screen import TextScreen
 from vtop.ui.widgets.banner import Banner
@@ -302,3 +303,20 @@ async def test_charts_are_rebuilt_when_a_dot_has_passed_and_forced_by_a_step() -
         await pilot.press("left_square_bracket", "left_square_bracket", "right_square_bracket")
         now = app.session.now or 0.0  # one step forward, 1 s: redrawn because the user stepped
         assert now == 38.0 and not chart.due(now + 1.0, 60.0, target)
+
+
+async def test_a_dashboard_run_tunes_the_collector_once_its_store_is_built() -> None:
+    frames = [storm(t) for t in range(8)]
+    clock = frames[-1].timestamp
+    app = VtopApp(
+        Settings(), ReplayFeed(frames, speed=0), load_rules(), clock=lambda: clock, tune_gc=True
+    )
+    threshold = gc.get_threshold()
+    try:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_for(pilot, lambda: app.frames_ingested >= 8)
+            assert gc.get_freeze_count() > 0
+            assert gc.get_threshold()[0] == YOUNG_COLLECTION_EVERY
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*threshold)

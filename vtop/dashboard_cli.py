@@ -67,7 +67,14 @@ def run_dashboard(
         return 2
     pids = frozenset({server.pid}) if server is not None else frozenset()
     app = VtopApp(
-        settings, feed, rules, vllm_pids=pids, log_text=log_text, server=server, readonly=readonly
+        settings,
+        feed,
+        rules,
+        vllm_pids=pids,
+        log_text=log_text,
+        server=server,
+        readonly=readonly,
+        tune_gc=True,
     )
     return app.run() or 0
 
