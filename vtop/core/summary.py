@@ -91,15 +91,21 @@ def quick_summary(
     kv_now = [store.latest(s, now) for s in store.select("vllm:kv_cache_usage_perc", only)]
     present = [v for v in kv_now if v is not None]
     base = previous or TargetSummary(target, *([None] * 8))
-    return dataclasses.replace(
-        base,
-        target=target,
+    return TargetSummary(
+        target,
         running=_one(store.latest_by("vllm:num_requests_running", now, only)),
         waiting=_one(store.latest_by("vllm:num_requests_waiting", now, only)),
         kv_usage=max(present) if present else None,
         preemptions_per_s=rate("vllm:num_preemptions_total"),
         prompt_tokens_per_s=rate("vllm:prompt_tokens_total"),
         generation_tokens_per_s=rate("vllm:generation_tokens_total"),
+        ttft_p50_s=base.ttft_p50_s,
+        ttft_p99_s=base.ttft_p99_s,
+        itl_p50_s=base.itl_p50_s,
+        itl_p99_s=base.itl_p99_s,
+        queue_mean_s=base.queue_mean_s,
+        prefill_mean_s=base.prefill_mean_s,
+        prefix_hit_rate=base.prefix_hit_rate,
     )
 
 

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import os
 import ssl
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import httpx
 
 from vtop.core.catalog import is_vllm
 from vtop.core.exposition import ExpositionParser, is_openmetrics
-from vtop.core.frame import ScrapeStatus, TargetScrape
+from vtop.core.frame import Sample, SampleColumns, ScrapeStatus, Series, TargetScrape
 from vtop.core.sources.fast_http import FastGet, FastTimeoutError
 
 API_KEY_ENV = "VLLM_API_KEY"
@@ -64,6 +64,8 @@ class VllmHttpSource:
         self._client = client or make_client(options)
         self._owns_client = client is None
         self._fast = FastGet(self.url, options.max_body_bytes)
+        self._vllm_layout: tuple[Series, ...] | None = None
+        """The series of the last payload layout seen to hold vllm: series."""
         self._version: tuple[float | None, str | None] | None = None
         """(process start time, version) of the last /version asked; asked again on restart."""
 
@@ -83,7 +85,7 @@ class VllmHttpSource:
         if fast is not None:
             content_type, body = fast
             text = body.decode("utf-8", errors="replace")
-            return await self._with_version(self._parsed(text, content_type, 200, started))
+            return await self._read(text, content_type, 200, started)
         try:
             response = await self._client.get(self.url, headers=self._headers())
         except httpx.HTTPError as error:
@@ -95,20 +97,12 @@ class VllmHttpSource:
             message = f"/metrics body of {len(response.content)} bytes exceeds the limit"
             return self._failed(ScrapeStatus.HTTP_ERROR, message, started, 200)
         content_type = response.headers.get("content-type", "")
-        return await self._with_version(
-            self._parsed(response.text, content_type, response.status_code, started)
-        )
+        return await self._read(response.text, content_type, response.status_code, started)
 
-    async def _with_version(self, scrape: TargetScrape) -> TargetScrape:
-        """A good scrape with the server's version added."""
-        if not scrape.ok:
-            return scrape
-        return dataclasses.replace(scrape, server_version=await self._server_version(scrape))
-
-    async def _server_version(self, scrape: TargetScrape) -> str | None:
+    async def _server_version(self, samples: Sequence[Sample]) -> str | None:
         """vLLM's version from GET /version, asked once per process start (None if not told)."""
         started = next(
-            (s.value for s in scrape.samples if s.series.name == "process_start_time_seconds"), None
+            (s.value for s in samples if s.series.name == "process_start_time_seconds"), None
         )
         if self._version is None or self._version[0] != started:
             self._version = started, await self._ask_version()
@@ -139,13 +133,15 @@ class VllmHttpSource:
             self.target, status, error=message, http_status=http_status, duration_s=elapsed
         )
 
-    def _parsed(
+    async def _read(
         self, text: str, content_type: str, http_status: int, started: float
     ) -> TargetScrape:
-        """Parse a 200 response's text and classify it."""
+        """Parse a 200 response's text, classify it, and add the server's version."""
         parsed = self._parser.parse(text, is_openmetrics(content_type))
-        status, message = ScrapeStatus.OK, ""
-        if not any(is_vllm(sample.series.name) for sample in parsed.samples):
+        status, message, version = ScrapeStatus.OK, "", None
+        if self._serves_vllm(parsed.samples):
+            version = await self._server_version(parsed.samples)
+        else:
             status = ScrapeStatus.NOT_VLLM
             message = (
                 f"no vllm: series at {self.url} (not vLLM, or started with --disable-log-stats)"
@@ -160,7 +156,17 @@ class VllmHttpSource:
             error=message,
             http_status=http_status,
             duration_s=time.monotonic() - started,
+            server_version=version,
         )
+
+    def _serves_vllm(self, samples: Sequence[Sample]) -> bool:
+        """True when some sample is a vllm: series (remembered for a payload layout)."""
+        if isinstance(samples, SampleColumns) and samples.series is self._vllm_layout:
+            return True
+        found = any(is_vllm(sample.series.name) for sample in samples)
+        if found and isinstance(samples, SampleColumns):
+            self._vllm_layout = samples.series
+        return found
 
 
 KEEPALIVE_S = 2.0
