@@ -320,3 +320,14 @@ async def test_a_dashboard_run_tunes_the_collector_once_its_store_is_built() -> 
     finally:
         gc.unfreeze()
         gc.set_threshold(*threshold)
+
+
+async def test_frames_arriving_while_the_app_shuts_down_are_ignored() -> None:
+    app = replay_app([storm(t) for t in range(3)])
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.view is not None)
+        header_widget = app.query_one(Header)
+        app._running = False  # what App._shutdown does first, before it prunes the screens
+        await header_widget.remove()
+        app.refresh_views()  # a FramesReady handled in that window must not raise
+        app._running = True

@@ -212,8 +212,8 @@ class VtopApp(App[int]):
         """Push the session's state into the widgets (only the header while paused; a user's
         action while paused, like a replay step, redraws everything)."""
         screen = self.dashboard
-        if screen is None or not screen.is_mounted:
-            return
+        if screen is None or not screen.is_mounted or not self.is_running:
+            return  # not built yet, or shutting down (frames may still arrive while it closes)
         now = self.session.now if self.session.now is not None else self.clock()
         if self.view is not None:
             self.session.focus = self.view.target
