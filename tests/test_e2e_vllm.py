@@ -111,7 +111,9 @@ async def test_prometheus_sees_the_storm_like_a_direct_scrape_and_the_imbalance(
     through_prometheus = by_target[instances[0]].triage
     assert direct.triage is not None and direct.triage.primary is not None
     assert through_prometheus is not None and through_prometheus.primary is not None
-    assert through_prometheus.primary.rule.id == direct.triage.primary.rule.id == "M1"
+    peaks = {field: watcher.peak(field) for field in ("waiting", "running", "kv_usage")}
+    seen = (peaks, len(watcher.frames), direct.triage.findings, direct.triage.unchecked)
+    assert through_prometheus.primary.rule.id == direct.triage.primary.rule.id == "M1", seen
     assert by_target[instances[1]].triage is None, by_target[instances[1]].reason  # no traffic
     assert fleet.fleet is not None
     imbalance = [dict(f.labels)["instance"] for f in fleet.fleet.findings if f.rule.id == "B1"]

@@ -16,12 +16,19 @@ from tests.payloads import fixture
 from tests.prometheus_harness import prometheus, wait_for_samples
 from tests.storm_server import IDLE, storm_handler
 from vtop.cli import main
-from vtop.core.diagnose import DiagnoseOptions, diagnose_prometheus
+from vtop.core.diagnose import DiagnoseOptions, diagnose_fleet, diagnose_prometheus
 from vtop.core.exposition import ExpositionParser
-from vtop.core.frame import ScrapeStatus, TargetScrape
+from vtop.core.frame import Frame, ScrapeStatus, TargetScrape
+from vtop.core.recorder import RecordingReader, RecordingWriter
 from vtop.core.rules import load_rules
-from vtop.core.sources.prometheus import PrometheusClient, PrometheusError, PrometheusFeed
+from vtop.core.sources.prometheus import (
+    PrometheusClient,
+    PrometheusError,
+    PrometheusFeed,
+    history_frames,
+)
 from vtop.core.sources.vllm_http import ScrapeOptions
+from vtop.report import fleet_json_report
 
 
 def host_port(url: str) -> str:
@@ -65,6 +72,33 @@ async def until_down(
         await feed.close()
 
 
+async def history(url: str, since_s: float) -> list[Frame]:
+    """The frames of the last `since_s` seconds, one per second, from Prometheus."""
+    client = PrometheusClient(url, ScrapeOptions())
+    try:
+        now = time.time()
+        return await history_frames(client, now - since_s, now, 1)
+    finally:
+        await client.close()
+
+
+def assert_recording_replays_the_same(url: str, path: Path) -> None:
+    """Frames from Prometheus (query results, no /metrics text) recorded and read back give the
+    same fleet diagnosis: the recording holds their samples as text."""
+    frames = asyncio.run(history(url, 60))
+    with RecordingWriter(path) as writer:
+        for frame in frames:
+            writer.write(frame)
+    replayed = list(RecordingReader(path))
+    assert [len(s.samples) for f in replayed for s in f.scrapes] == [
+        len(s.samples) for f in frames for s in f.scrapes
+    ]
+    rules, options = load_rules(), DiagnoseOptions()
+    live = fleet_json_report(diagnose_fleet(frames, rules, options))
+    assert live["fleet"]["findings"], "the storm left no fleet finding"
+    assert fleet_json_report(diagnose_fleet(replayed, rules, options)) == live
+
+
 def test_prometheus_gives_the_fleet_what_direct_scrapes_give(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -104,6 +138,7 @@ def test_prometheus_gives_the_fleet_what_direct_scrapes_give(
         imbalance = [f for f in fleet.fleet.findings if f.rule.id == "B1"]
         assert [dict(f.labels)["instance"] for f in imbalance] == [names[0]]
         assert fleet.exit_code == 2
+        assert_recording_replays_the_same(url, tmp_path / "fleet.vtoprec")
         argv = ["diagnose", "--prometheus", url, "--since", "60s", "--step", "1s"]
         assert main([*argv, "--json"]) == 2
         report = json.loads(capsys.readouterr().out)

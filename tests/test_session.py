@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 import vtop.core.session as session_module
@@ -9,6 +11,7 @@ from tests.frames import TARGET, down_frame, frame, frame_from_text, frame_from_
 from tests.payloads import fixture
 from tests.test_diagnose import CACHE_LABELS, STORM_TICK
 from vtop.core.effective_config import DiagnoseOptions
+from vtop.core.exposition import ExpositionParser, family_of
 from vtop.core.frame import Frame
 from vtop.core.rules import load_rules
 from vtop.core.session import Session
@@ -114,3 +117,19 @@ def test_recent_frames_keep_text_not_samples_and_stay_under_the_text_bound(
     assert all(s.raw_text == text and not s.samples for s in session.recent_frames[-1].scrapes)
     live = session.view(TARGET).last_scrape
     assert live is not None and len(live.samples) == 420  # the live scrape keeps them
+
+
+def test_frames_that_came_without_text_are_kept_as_their_samples_written_out() -> None:
+    """Prometheus frames carry samples only; a bundle of them must still hold the data."""
+    parsed = frame_from_text(1.0, fixture("underload"))
+    [scrape] = parsed.scrapes
+    types = {
+        s.series.name: family_of(s.series.name, scrape.metric_types)[1] for s in scrape.samples
+    }
+    untexted = replace(scrape, raw_text="", metric_types=types)
+    session = Session(load_rules(), DiagnoseOptions())
+    session.ingest(replace(parsed, scrapes=(untexted,)))
+    [kept] = session.recent_frames[-1].scrapes
+    assert not kept.samples
+    again = ExpositionParser().parse(kept.raw_text).samples
+    assert sorted(again) == sorted(scrape.samples)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from vtop.core.exposition import ExpositionParser
+from vtop.core.exposition_writer import exposition_text
 from vtop.core.frame import (
     Event,
     Frame,
@@ -93,7 +94,8 @@ class RecordingWriter:
         """A frame as JSON-ready data, texts as diffs."""
         scrapes = []
         for scrape in frame.scrapes:
-            lines = scrape.raw_text.split("\n")
+            text = exposition_text(scrape)
+            lines = text.split("\n")
             previous = None if keyframe else self._previous.get(scrape.target)
             self._previous[scrape.target] = lines
             scrapes.append(
@@ -103,8 +105,8 @@ class RecordingWriter:
                     "error": scrape.error,
                     "http_status": scrape.http_status,
                     "duration_s": scrape.duration_s,
-                    "openmetrics": scrape.raw_text.rstrip().endswith("# EOF"),
-                    "text": _diff(previous, lines) if scrape.raw_text else {"full": ""},
+                    "openmetrics": text.rstrip().endswith("# EOF"),
+                    "text": _diff(previous, lines) if text else {"full": ""},
                     **({"version": scrape.server_version} if scrape.server_version else {}),
                 }
             )

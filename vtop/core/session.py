@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from vtop.core.effective_config import DiagnoseOptions, server_config
 from vtop.core.engine import Engine, Finding, Triage
+from vtop.core.exposition_writer import exposition_text
 from vtop.core.frame import Frame, GpuSnapshot, ScrapeStatus, TargetScrape
 from vtop.core.rules import Rule
 from vtop.core.server_config import ServerConfig
@@ -260,8 +261,10 @@ class Session:
 
 
 def _text_only(scrape: TargetScrape) -> TargetScrape:
-    """A scrape without its parsed samples."""
-    return dataclasses.replace(scrape, samples=()) if scrape.samples else scrape
+    """A scrape without its parsed samples (written as text when it came without)."""
+    if not scrape.samples:
+        return scrape
+    return dataclasses.replace(scrape, samples=(), raw_text=exposition_text(scrape))
 
 
 def _text_size(frame: Frame) -> int:

@@ -1,0 +1,69 @@
+"""Samples written back as Prometheus text (format 0.0.4).
+
+Scrapes read from a Prometheus server arrive as query results, not /metrics text, while
+recordings and incident bundles store text and parse it again on read. prometheus_client writes
+text only from its own registry objects, so this writes the lines directly (its float format is
+reused).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from prometheus_client import utils as prometheus_utils
+
+from vtop.core.catalog import sample_type
+from vtop.core.frame import Sample, Series, TargetScrape
+
+SUFFIXED_TYPES = {"histogram": ("_bucket", "_sum", "_count"), "summary": ("_sum", "_count")}
+TEXT_TYPES = {"counter", "gauge", "histogram", "summary"}
+
+
+def exposition_text(scrape: TargetScrape) -> str:
+    """The scrape's /metrics text: as received, or written from its samples when it came
+    without text (from a Prometheus server)."""
+    if scrape.raw_text or not scrape.samples:
+        return scrape.raw_text
+    return render(scrape.samples, scrape.metric_types)
+
+
+def render(samples: Iterable[Sample], types: dict[str, str]) -> str:
+    """Text exposition of samples, one `# TYPE` line per family, families kept together."""
+    families: dict[str, list[str]] = {}
+    for sample in samples:
+        family, kind = _family(sample.series.name, types)
+        lines = families.setdefault(family, [f"# TYPE {family} {kind}"])
+        lines.append(_sample_line(sample))
+    return "".join(line + "\n" for lines in families.values() for line in lines)
+
+
+def _family(name: str, types: dict[str, str]) -> tuple[str, str]:
+    """The family a sample name is written under, and the family's text type."""
+    kind = types.get(name) or sample_type(name)
+    kind = kind if kind in TEXT_TYPES else "untyped"
+    for suffix in SUFFIXED_TYPES.get(kind, ()):
+        if name.endswith(suffix):
+            return name.removesuffix(suffix), kind
+    return name, kind
+
+
+def _sample_line(sample: Sample) -> str:
+    """`name{labels} value [timestamp_ms]`."""
+    value: str = prometheus_utils.floatToGoString(sample.value)  # type: ignore[no-untyped-call]
+    line = f"{_series_text(sample.series)} {value}"
+    if sample.timestamp is not None:
+        line += f" {round(sample.timestamp * 1000)}"
+    return line
+
+
+def _series_text(series: Series) -> str:
+    """The series name with its labels, values escaped."""
+    if not series.labels:
+        return series.name
+    body = ",".join(f'{name}="{_escaped(value)}"' for name, value in series.labels)
+    return f"{series.name}{{{body}}}"
+
+
+def _escaped(value: str) -> str:
+    """A label value with backslash, quote and newline escaped."""
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
