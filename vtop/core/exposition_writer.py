@@ -2,21 +2,21 @@
 
 Scrapes read from a Prometheus server arrive as query results, not /metrics text, while
 recordings and incident bundles store text and parse it again on read. prometheus_client writes
-text only from its own registry objects, so this writes the lines directly (its float format is
-reused).
+text only from its own registry objects, so this writes the lines directly.
 """
 
 from __future__ import annotations
 
+import functools
+import math
 from collections.abc import Iterable
-
-from prometheus_client import utils as prometheus_utils
 
 from vtop.core.catalog import sample_type
 from vtop.core.frame import Sample, Series, TargetScrape
 
 SUFFIXED_TYPES = {"histogram": ("_bucket", "_sum", "_count"), "summary": ("_sum", "_count")}
 TEXT_TYPES = {"counter", "gauge", "histogram", "summary"}
+MAX_CACHED_SERIES = 200_000
 
 
 def exposition_text(scrape: TargetScrape) -> str:
@@ -30,9 +30,14 @@ def exposition_text(scrape: TargetScrape) -> str:
 def render(samples: Iterable[Sample], types: dict[str, str]) -> str:
     """Text exposition of samples, one `# TYPE` line per family, families kept together."""
     families: dict[str, list[str]] = {}
+    lines_of_name: dict[str, list[str]] = {}
     for sample in samples:
-        family, kind = _family(sample.series.name, types)
-        lines = families.setdefault(family, [f"# TYPE {family} {kind}"])
+        name = sample.series.name
+        lines = lines_of_name.get(name)
+        if lines is None:
+            family, kind = _family(name, types)
+            lines = families.setdefault(family, [f"# TYPE {family} {kind}"])
+            lines_of_name[name] = lines
         lines.append(_sample_line(sample))
     return "".join(line + "\n" for lines in families.values() for line in lines)
 
@@ -49,15 +54,24 @@ def _family(name: str, types: dict[str, str]) -> tuple[str, str]:
 
 def _sample_line(sample: Sample) -> str:
     """`name{labels} value [timestamp_ms]`."""
-    value: str = prometheus_utils.floatToGoString(sample.value)  # type: ignore[no-untyped-call]
-    line = f"{_series_text(sample.series)} {value}"
+    value = sample.value
+    number = repr(value) if math.isfinite(value) else _special(value)
+    line = f"{_series_text(sample.series)} {number}"
     if sample.timestamp is not None:
         line += f" {round(sample.timestamp * 1000)}"
     return line
 
 
+def _special(value: float) -> str:
+    """NaN and the infinities as the text format spells them."""
+    if math.isnan(value):
+        return "NaN"
+    return "+Inf" if value > 0 else "-Inf"
+
+
+@functools.lru_cache(maxsize=MAX_CACHED_SERIES)
 def _series_text(series: Series) -> str:
-    """The series name with its labels, values escaped."""
+    """The series name with its labels, values escaped (remembered: a fleet repeats them)."""
     if not series.labels:
         return series.name
     body = ",".join(f'{name}="{_escaped(value)}"' for name, value in series.labels)
