@@ -4,6 +4,8 @@ Part 1 times vtop's tick in this process (poll every endpoint + ingest + rules w
 budget + the fleet table's rows): wall and CPU per tick at 1 s.
 Part 2 runs vtop's dashboard (fleet table, tmux 80x24), vllm-htop and vllmstat (PyPI; both poll
 several URLs) side by side on the same endpoints at 1 s and prints each one's share of a core.
+Part 3 runs vtop's dashboard alone: on a small machine the three tools and the endpoints contend
+for the same cores, which makes each one's CPU time per tick larger.
 The endpoints live in another process (benchmarks.endpoint_farm), loopback only.
 
 Run: python -m benchmarks.bench_fleet [--sizes 10,50,100] [--seconds 30]
@@ -106,11 +108,13 @@ def tool_commands(urls: list[str], config: Path) -> dict[str, list[str]]:
     }
 
 
-async def tools_cpu(urls: list[str], seconds: float) -> dict[str, float]:
-    """Each tool's share of one core over `seconds`, all running at once."""
+async def tools_cpu(urls: list[str], seconds: float, alone: bool = False) -> dict[str, float]:
+    """Each tool's share of one core over `seconds`, all running at once (or vtop `alone`)."""
     tmux = Tmux()
     with tempfile.TemporaryDirectory() as scratch:
         commands = tool_commands(urls, Path(scratch))
+        if alone:
+            commands = {"vtop": commands["vtop"]}
         try:
             pids = {name: tmux.start(name, command) for name, command in commands.items()}
             await asyncio.sleep(STARTUP_S)
@@ -132,7 +136,9 @@ def print_tools(count: int, shares: dict[str, float]) -> None:
         for name, share in shares.items()
         if name != "vtop" and share
     ]
-    print(f"{count:4d} endpoints: {', '.join(cells)}; {', '.join(ratios)}")
+    print(
+        f"{count:4d} endpoints: " + "; ".join(filter(None, [", ".join(cells), ", ".join(ratios)]))
+    )
 
 
 def main() -> None:
@@ -152,6 +158,10 @@ def main() -> None:
     for count in sizes:
         with endpoints(count) as urls:
             print_tools(count, asyncio.run(tools_cpu(urls, args.seconds)))
+    print("part 3: vtop's dashboard alone (only the endpoints besides it)")
+    for count in sizes:
+        with endpoints(count) as urls:
+            print_tools(count, asyncio.run(tools_cpu(urls, args.seconds, alone=True)))
 
 
 if __name__ == "__main__":
