@@ -36,7 +36,7 @@ B1_HOLDS_AFTER_S = 12.0
 
 
 STORM_REQUESTS = 48
-"""Two waves of 24 streams: a storm of ~10 s, so scrapes 0.25 s apart (slower when the machine is
+"""Two waves of 24 streams: a storm of 10-20 s, so scrapes 0.25 s apart (slower when the machine is
 busy) catch the pool at its fullest more than once."""
 
 
