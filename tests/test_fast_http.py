@@ -8,10 +8,12 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
+import pytest
+
 from tests.payloads import fixture
 from tests.vllm_harness.server import free_port
 from vtop.core.frame import ScrapeStatus
-from vtop.core.sources.fast_http import FastGet
+from vtop.core.sources.fast_http import FastGet, FastTooLargeError
 from vtop.core.sources.vllm_http import ScrapeOptions, VllmHttpSource
 
 Answer = Callable[[bytes], bytes]
@@ -72,10 +74,15 @@ async def test_anything_unusual_is_left_to_httpx() -> None:
     for answer in (sized("401 Unauthorized"), sized(extra="Content-Encoding: gzip\r\n")):
         async with server(answer, []) as url:
             assert await FastGet(url, 1 << 20).get({}, 2.0) is None
-    async with server(sized(), []) as url:
-        assert await FastGet(url, 100).get({}, 2.0) is None  # over the size limit
     assert await FastGet(f"http://127.0.0.1:{free_port()}/metrics", 1 << 20).get({}, 2.0) is None
     assert not FastGet("https://example.invalid/metrics", 1 << 20).usable
+
+
+async def test_a_body_over_the_limit_is_refused_not_read_again() -> None:
+    for answer in (sized(), chunked):
+        async with server(answer, []) as url:
+            with pytest.raises(FastTooLargeError):
+                await FastGet(url, 100).get({}, 2.0)
 
 
 async def test_a_server_that_never_answers_times_out_once_not_twice() -> None:

@@ -128,14 +128,23 @@ MAX_CACHED = 200_000
 BY_NAME: dict[str, MetricInfo] = {info.name: info for info in METRICS}
 
 
+RAY_PREFIXES = ("ray_vllm:", "ray_vllm_")
+"""Ray Serve exports vLLM's metrics through Ray's own exporter: `ray_` ahead of the name, and
+the `:` turned into `_` by vLLM's Ray wrappers (`vllm/v1/metrics/ray_wrappers.py`)."""
+
+
 def canonical_name(name: str) -> str:
-    """The current wire name for `name` (itself when it is not an old alias)."""
+    """The current wire name for `name` (itself when it is not an old alias or a Ray name)."""
+    for prefix in RAY_PREFIXES:
+        if name.startswith(prefix):
+            name = "vllm:" + name[len(prefix) :]
+            break
     return CANONICAL_BY_ALIAS.get(name, name)
 
 
 def is_vllm(name: str) -> bool:
-    """True for a vLLM engine metric (Prometheus `vllm:` prefix)."""
-    return name.startswith("vllm:")
+    """True for a vLLM engine metric (`vllm:`, or Ray Serve's `ray_vllm:` / `ray_vllm_`)."""
+    return name.startswith(("vllm:", *RAY_PREFIXES))
 
 
 class Normalizer:

@@ -33,6 +33,7 @@ def server_config(
         cache_configs=cache_configs(scrape.samples) if scrape is not None and scrape.ok else [],
         gpu_memory_bytes=gpus[0].memory_total_bytes if gpus else None,
         gpu_name=gpus[0].name if gpus else None,
+        server_settings=scrape.server_settings if scrape is not None else (),
     )
     add_kv_bytes_per_token(config)
     if config.facts.version is None and scrape is not None:

@@ -156,6 +156,8 @@ class Engine:
                 unchecked.append(Unchecked(rule, (missing.name,), _how_to_know(missing.name)))
             except EvaluationError as problem:
                 errors.append(f"{rule.path}:{rule.line}: rule {rule.id}: {problem}")
+        fired = {finding.rule.id for finding in findings}
+        findings = [f for f in findings if not fired.intersection(f.rule.unless_found)]
         return Triage(tuple(triage(findings)), tuple(unchecked), tuple(errors))
 
     def _rule_findings(self, rule: Rule, context: Context) -> list[Finding]:

@@ -121,6 +121,8 @@ class TargetScrape:
     duration_s: float = 0.0
     server_version: str | None = None
     """What the server's GET /version said (asked once per process start)."""
+    server_settings: tuple[tuple[str, float | str | bool, str], ...] = ()
+    """(setting, value, source) the server reported over HTTP (/v1/models, /server_info)."""
 
     @property
     def ok(self) -> bool:

@@ -108,6 +108,11 @@ class RecordingWriter:
                     "openmetrics": text.rstrip().endswith("# EOF"),
                     "text": _diff(previous, lines) if text else {"full": ""},
                     **({"version": scrape.server_version} if scrape.server_version else {}),
+                    **(
+                        {"settings": [list(f) for f in scrape.server_settings]}
+                        if scrape.server_settings
+                        else {}
+                    ),
                 }
             )
         return {
@@ -196,6 +201,7 @@ class RecordingReader:
             item.get("http_status"),
             float(item.get("duration_s", 0.0)),
             item.get("version"),
+            _settings(item.get("settings")),
         )
 
 
@@ -230,6 +236,21 @@ def _gpu(data: dict[str, Any]) -> GpuSnapshot:
         gpus.append(GpuReading(**fields))
     return GpuSnapshot(
         GpuState(data["state"]), tuple(gpus), data.get("driver_version"), data.get("message", "")
+    )
+
+
+def _settings(stored: Any) -> tuple[tuple[str, float | str | bool, str], ...]:
+    """A scrape's stored server settings; anything malformed is dropped."""
+    if not isinstance(stored, list):
+        return ()
+    return tuple(
+        (item[0], item[1], item[2])
+        for item in stored
+        if isinstance(item, list)
+        and len(item) == 3
+        and isinstance(item[0], str)
+        and isinstance(item[1], str | float | int | bool)
+        and isinstance(item[2], str)
     )
 
 

@@ -13,6 +13,7 @@ from vtop.core.catalog import sample_type
 from vtop.core.engine import Engine, Triage
 from vtop.core.exposition import ExpositionParser
 from vtop.core.frame import Frame, Sample, ScrapeStatus, Series, TargetScrape
+from vtop.core.inference import Inferences
 from vtop.core.promql.parser import parse_duration
 from vtop.core.rules import Rule, load_rules, rule_files
 from vtop.core.server_config import NUMERIC
@@ -73,6 +74,27 @@ def _frames(case: dict[str, Any], interval: float) -> list[Frame]:
     return frames
 
 
+def _infer(
+    inferences: Inferences, store: Store, now: float, config: dict[str, float | None]
+) -> dict[str, float]:
+    """What the session would infer at `now` (capacity per engine from the case's config)."""
+    capacity, engines = config.get("vtop:kv_capacity_tokens"), config.get("vtop:num_engines")
+    per_engine = capacity / (engines or 1) if capacity else None
+    settings = inferences.update(store, TARGET, now, per_engine)
+    return {name: float(setting.value) for name, setting in settings.items()}
+
+
+def _check_inferred(expected: dict[str, Any], inferred: dict[str, float], when: float) -> list[str]:
+    """Inferred settings: a number, or `none` for no inference."""
+    failures = []
+    for name, value in expected.items():
+        actual = inferred.get(name)
+        wanted = None if str(value) == "none" else float(value)
+        if actual != wanted:
+            failures.append(f"at {when:g}s: inferred {name} is {actual}, expected {wanted}")
+    return failures
+
+
 def _config(case: dict[str, Any]) -> dict[str, float | None]:
     """The case's `config:` as `vtop:` pseudo-metrics; settings it does not give are unknown."""
     config: dict[str, float | None] = {f"vtop:{name}": None for name in NUMERIC}
@@ -85,12 +107,22 @@ def run_case(rules: list[Rule], case: dict[str, Any]) -> tuple[list[str], set[st
     interval = parse_duration(str(case.get("interval", "1s")))
     expectations = {parse_duration(str(e["at"])): e for e in case["expect"]}
     store, engine, failures, fired = Store(), Engine(rules), [], set()
+    inferences = Inferences() if str(case.get("infer", "")).lower() == "true" else None
     for frame in _frames(case, interval):
         store.ingest(frame)
-        triage = _both(engine, store, frame.timestamp, _config(case))
+        config, inferred = _config(case), {}
+        if inferences is not None:
+            inferred = _infer(inferences, store, frame.timestamp, config)
+            config |= {
+                f"vtop:{k}": float(v) for k, v in inferred.items() if config[f"vtop:{k}"] is None
+            }
+        triage = _both(engine, store, frame.timestamp, config)
         expectation = expectations.get(frame.timestamp)
         if expectation is not None:
             failures += _check(expectation, triage, frame.timestamp)
+            failures += _check_inferred(
+                expectation.get("inferred") or {}, inferred, frame.timestamp
+            )
             fired |= _all_ids(triage)
     missing = sorted(set(expectations) - {f.timestamp for f in _frames(case, interval)})
     failures += [f"no tick at {t}s (series too short)" for t in missing]

@@ -28,6 +28,7 @@ RULE_KEYS = {
     "diagnosis",
     "suggest",
     "explains",
+    "unless_found",
     "source",
 }
 SUGGESTION_KEYS = {"flag", "when", "current", "proposed", "set", "why", "effect"}
@@ -86,6 +87,8 @@ class Rule:
     line: int = 0
     scope: str = "target"
     """`target`: evaluated per server; `fleet`: once over all servers, by `instance`."""
+    unless_found: tuple[str, ...] = ()
+    """Dropped when any of these rules holds: a finding for what the others leave unexplained."""
 
     def prometheus_expr(self) -> str | None:
         """The condition as a Prometheus server can evaluate it; None when it needs vtop's data."""
@@ -186,11 +189,12 @@ def _rule(node: yaml.Node, located: _Located) -> Rule | None:
         diagnosis=" ".join(_text(fields["diagnosis"]).split()),
         evidence=evidence,
         suggestions=suggestions,
-        explains=tuple(_strings(fields.get("explains"), located)),
+        explains=tuple(_strings(fields.get("explains"), located, "explains")),
         source=_text(fields.get("source")),
         path=str(located.path),
         line=node.start_mark.line + 1,
         scope=_text(fields.get("scope")) or "target",
+        unless_found=tuple(_strings(fields.get("unless_found"), located, "unless_found")),
     )
 
 
@@ -292,11 +296,11 @@ def _check_placeholders(node: yaml.Node, evidence: dict[str, Expr], located: _Lo
             located.error(node, f"diagnosis uses {{{name}}} but evidence has no {name!r}")
 
 
-def _strings(node: yaml.Node | None, located: _Located) -> list[str]:
+def _strings(node: yaml.Node | None, located: _Located, key: str) -> list[str]:
     if node is None:
         return []
     if not isinstance(node, yaml.SequenceNode):
-        located.error(node, "explains must be a list of rule ids")
+        located.error(node, f"{key} must be a list of rule ids")
         return []
     return [_text(item) for item in node.value]
 
@@ -332,11 +336,12 @@ def load_rules(directories: Iterable[Path] = (PACKAGED,)) -> list[Rule]:
 
 
 def _cross_check(rules: list[Rule]) -> list[RuleError]:
-    """Checks across files: `explains` must name known rules."""
+    """Checks across files: `explains` and `unless_found` must name known rules."""
     known = {rule.id for rule in rules}
     return [
-        RuleError(rule.path, rule.line, f"rule {rule.id} explains unknown rule {other!r}")
+        RuleError(rule.path, rule.line, f"rule {rule.id} {key} unknown rule {other!r}")
         for rule in rules
-        for other in rule.explains
+        for key, others in (("explains", rule.explains), ("unless_found", rule.unless_found))
+        for other in others
         if other not in known
     ]

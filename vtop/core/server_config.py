@@ -9,6 +9,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from vtop.core.cache_config import CacheConfig
+from vtop.core.gpu_peaks import peak_for
 
 GIB = 1024**3
 NUMERIC = (
@@ -29,6 +30,8 @@ NUMERIC = (
     "num_gpu_blocks_override",
     "kv_cache_memory_bytes",
     "kv_cache_fp8",
+    "gpu_peak_flops",
+    "gpu_peak_bytes_per_s",
 )
 UNSET_BY_DEFAULT = ("num_gpu_blocks_override", "kv_cache_memory_bytes")
 """Settings that are off unless given: 0 once anything about the server is known."""
@@ -101,6 +104,15 @@ class ServerConfig:
     def pseudo_metrics(self) -> dict[str, float | None]:
         """`vtop:<name>` -> value for the rule engine (None = unknown)."""
         return {f"vtop:{name}": self.number(name) for name in NUMERIC}
+
+    def with_inferences(self, inferred: dict[str, Setting]) -> ServerConfig:
+        """A copy where inferred settings fill what is unknown or only a default."""
+        settings = dict(self.settings)
+        for name, setting in inferred.items():
+            known = settings.get(name)
+            if known is None or known.source.startswith("default"):
+                settings[name] = setting
+        return ServerConfig(settings, self.facts)
 
     def merge(self, settings: dict[str, Setting], overwrite: bool) -> None:
         """Add settings; keep existing ones unless `overwrite`."""
@@ -233,6 +245,18 @@ def from_cache_configs(configs: list[CacheConfig]) -> dict[str, Setting]:
     return found
 
 
+def gpu_peaks(gpu_name: str | None) -> dict[str, Setting]:
+    """vtop:gpu_peak_flops and vtop:gpu_peak_bytes_per_s of this GPU, from the datasheet table."""
+    peak = peak_for(gpu_name) if gpu_name else None
+    if peak is None:
+        return {}
+    source = f"datasheet {peak.model}: {peak.source}"
+    return {
+        "gpu_peak_flops": Setting(peak.flops, source),
+        "gpu_peak_bytes_per_s": Setting(peak.bytes_per_s, source),
+    }
+
+
 def defaults(gpu_memory_bytes: int | None, gpu_name: str | None) -> dict[str, Setting]:
     """vLLM's defaults where they can be known: they depend on the GPU, so none without one."""
     if gpu_memory_bytes is None or gpu_name is None:
@@ -253,16 +277,21 @@ def assemble(
     cache_configs: list[CacheConfig] | None = None,
     gpu_memory_bytes: int | None = None,
     gpu_name: str | None = None,
+    server_settings: tuple[tuple[str, Value, str], ...] = (),
 ) -> ServerConfig:
-    """Effective config: what the server reports > startup log > argv > defaults."""
+    """Effective config: what the server reports (metrics, then its HTTP endpoints) > startup
+    log > argv > defaults. Inferences (inference.py) rank just above defaults."""
     config = ServerConfig()
     config.merge(from_cache_configs(cache_configs or []), overwrite=True)
+    reported = {name: Setting(value, source) for name, value, source in server_settings}
+    config.merge(reported, overwrite=False)
     if log_text:
         settings, config.facts = from_log(log_text)
         config.merge(settings, overwrite=False)
     if argv:
         config.merge(from_argv(argv), overwrite=False)
     config.merge(defaults(gpu_memory_bytes, gpu_name), overwrite=False)
+    config.merge(gpu_peaks(gpu_name), overwrite=False)
     if config.settings:
         config.merge({name: Setting(0, "default (unset)") for name in UNSET_BY_DEFAULT}, False)
         config.merge(_kv_cache_fp8(config.get("kv_cache_dtype")), overwrite=False)

@@ -16,6 +16,7 @@ from vtop.core.effective_config import DiagnoseOptions, server_config
 from vtop.core.engine import Engine, Finding, Triage
 from vtop.core.exposition_writer import exposition_text
 from vtop.core.frame import Frame, GpuSnapshot, ScrapeStatus, TargetScrape
+from vtop.core.inference import Inferences
 from vtop.core.rules import Rule
 from vtop.core.server_config import ServerConfig
 from vtop.core.store import DEFAULT_CAPACITY, Store
@@ -63,6 +64,10 @@ class TargetView:
     target: str
     history: deque[tuple[float, TargetSummary]]
     config: ServerConfig = field(default_factory=ServerConfig)
+    """The effective config: what the server, its flags and log say, plus inferences."""
+    base_config: ServerConfig = field(default_factory=ServerConfig)
+    """What the server, its flags and its log say (no inference)."""
+    inferences: Inferences = field(default_factory=Inferences)
     triage: Triage | None = None
     last_scrape: TargetScrape | None = None
     last_ok_scrape: TargetScrape | None = None
@@ -201,8 +206,11 @@ class Session:
             self.marks.append(
                 Mark(frame.timestamp, "recovered", scrape.target, "scrapes work again")
             )
+        if restarted:
+            view.inferences.clear()
         if restarted or self._log_changed or view.last_scrape is None or not view.last_scrape.ok:
-            view.config = server_config(scrape, frame.gpu or self.gpu, self._options())
+            view.base_config = server_config(scrape, frame.gpu or self.gpu, self._options())
+            view.config = view.base_config
         view.last_scrape = view.last_ok_scrape = scrape
         self.exited.pop(scrape.target, None)
         now, window = frame.timestamp, self.options.window_s
@@ -214,9 +222,18 @@ class Session:
         view.history.append((now, summary))
         if not judged:
             return
+        view.config = self._with_inferences(view, now)
         triage = self.engine.evaluate(self.store, scrape.target, now, view.config.pseudo_metrics())
         self._mark_findings(view, triage, now)
         view.triage = triage
+
+    def _with_inferences(self, view: TargetView, now: float) -> ServerConfig:
+        """The view's config with what the engine's behaviour shows (see inference.py)."""
+        base = view.base_config
+        capacity, engines = base.number("kv_capacity_tokens"), base.number("num_engines")
+        per_engine = capacity / (engines or 1) if capacity else None
+        inferred = view.inferences.update(self.store, view.target, now, per_engine)
+        return base.with_inferences(inferred) if inferred else base
 
     def _options(self) -> DiagnoseOptions:
         """Diagnose options with the startup log seen in frames (when there is one)."""

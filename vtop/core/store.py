@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import itemgetter, lt
 
-from vtop.core.catalog import Normalizer
+from vtop.core.catalog import Normalizer, sample_type
 from vtop.core.exposition import family_of, picker
 from vtop.core.frame import Event, Frame, Labels, SampleColumns, Series, TargetScrape
 from vtop.core.histogram import Buckets, merge_buckets, optional_float, quantile
@@ -26,6 +26,10 @@ from vtop.core.sources.nvml import gpu_scrape
 NAN = math.nan
 INSTANCE = "instance"
 PROCESS_START = "process_start_time_seconds"
+PID = "pid"
+"""Per-process gauge copies (vLLM 0.11.x with --api-server-count > 1) carry this label; vLLM
+later exposes one value ("mostrecent"), so vtop folds them into one series, keeping the largest
+(the API servers that receive no engine stats report 0)."""
 DEFAULT_CAPACITY = 3600
 DEFAULT_MAX_SERIES = 50_000
 DEFAULT_STALE_AFTER_S = 30.0
@@ -104,13 +108,17 @@ class _Track:
 class _Known:
     """A target's raw series resolved to its stored identity and ring."""
 
-    __slots__ = ("alias", "cumulative", "raw", "series", "track")
+    __slots__ = ("alias", "cumulative", "fold", "raw", "series", "track")
 
-    def __init__(self, raw: Series, series: Series, alias: bool, cumulative: bool) -> None:
+    def __init__(
+        self, raw: Series, series: Series, alias: bool, cumulative: bool, fold: bool = False
+    ) -> None:
         self.raw = raw
         self.series = series
         self.alias = alias
         self.cumulative = cumulative
+        self.fold = fold
+        """One of several per-process copies of a gauge (a `pid` label): the largest is kept."""
         self.track: _Track | None = None
 
 
@@ -241,7 +249,7 @@ class Store:
             known = state.known.get(id(sample.series))
             if known is None or known.raw is not sample.series:
                 known = self._resolve(state, scrape, sample.series)
-            if known.alias:
+            if known.alias or known.fold:
                 aliases.append((known, sample.value))
             else:
                 resets += self._write(known, sample.value, restarted)
@@ -249,6 +257,9 @@ class Store:
             track = known.track or self._tracks.get(known.series)
             if track is None or track.last_tick != self.tick:
                 resets += self._write(known, value, restarted)
+            elif known.fold:
+                row = self.tick % self.capacity
+                track.values[row] = max(track.values[row], value)
         state.columns = self._columns(state, scrape) if not aliases and self.column_writes else None
         return self._events(scrape.target, timestamp, restarted, resets, dropped_before)
 
@@ -291,11 +302,16 @@ class Store:
         """Canonical name, instance label and cumulativeness of a new raw series."""
         canonical, alias = self._normalizer.normalize(raw)
         _, metric_type = family_of(raw.name, scrape.metric_types)
+        if metric_type == "untyped":
+            metric_type = sample_type(canonical.name)
+        fold = metric_type == "gauge" and canonical.label(PID) is not None
+        if fold:
+            canonical = Series(canonical.name, canonical.without(frozenset({PID})))
         if canonical.label(INSTANCE) is None:
             canonical = canonical.with_label(INSTANCE, scrape.target)
         if len(state.known) >= 2 * self.max_series:
             state.known.clear()
-        known = _Known(raw, canonical, alias, is_cumulative(raw.name, metric_type))
+        known = _Known(raw, canonical, alias, is_cumulative(raw.name, metric_type), fold)
         state.known[id(raw)] = known
         return known
 

@@ -294,7 +294,7 @@ def _signature(labels: Labels, binary: Binary) -> Labels:
 def _binary(binary: Binary, context: Context) -> Value:
     """Arithmetic, comparisons and set operations."""
     left = evaluate(binary.left, context)
-    right = _or_operand(binary, left, context) if binary.op == "or" else None
+    right = _or_operand(binary, left, context) if binary.op in ("or", "unless") else None
     if right is None:
         right = evaluate(binary.right, context)
     if binary.op in ("and", "or", "unless"):
@@ -307,10 +307,13 @@ def _binary(binary: Binary, context: Context) -> Value:
 
 
 def _or_operand(binary: Binary, left: Value, context: Context) -> Value | None:
-    """The right side of `or`; empty when it needs an unknown setting but the left side holds.
+    """The right side of `or` / `unless`; empty when it needs an unknown setting but the left
+    side holds.
 
     `a or b` with `a` true is true whatever `b` is, so an unknown `vtop:` value in `b` must not
-    make the whole rule unchecked.
+    make the whole rule unchecked. `a unless b` reads "a, except where b is known to hold": with
+    `b` unknown, nothing is known to be excepted (rules use it for exclusions that need a
+    setting, e.g. Q3 unless running is known to sit at max-num-seqs).
     """
     try:
         return evaluate(binary.right, context)

@@ -21,6 +21,10 @@ class FastTimeoutError(Exception):
     """The server accepted the request but did not answer in time (httpx would wait as long)."""
 
 
+class FastTooLargeError(Exception):
+    """The body passed the byte limit (declared, or while reading chunks)."""
+
+
 class FastGet:
     """One kept-alive connection to one /metrics URL."""
 
@@ -36,7 +40,8 @@ class FastGet:
 
     async def get(self, headers: dict[str, str], timeout_s: float) -> tuple[str, bytes] | None:
         """(content type, body) of a plain 200 answer; None for anything else or any error but
-        a timeout, which raises FastTimeoutError (asking httpx would double the wait)."""
+        a timeout (FastTimeoutError: asking httpx would double the wait) or a body past the
+        limit (FastTooLargeError: it would be read again)."""
         if not self.usable:
             return None
         try:
@@ -45,7 +50,10 @@ class FastGet:
         except TimeoutError as error:
             await self.close()
             raise FastTimeoutError(f"timed out: no answer within {timeout_s:g} s") from error
-        except (OSError, asyncio.IncompleteReadError, ValueError):
+        except FastTooLargeError:
+            await self.close()
+            raise
+        except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError):
             await self.close()
             return None
 
@@ -76,10 +84,12 @@ class FastGet:
     async def _read_body(
         self, reader: asyncio.StreamReader, answer: dict[str, str]
     ) -> bytes | None:
-        """The body by Content-Length or chunks; None when neither is given or it is too big."""
+        """The body by Content-Length or chunks; None when neither is given."""
         if "content-length" in answer:
             length = int(answer["content-length"])
-            return None if length > self.max_body_bytes else await reader.readexactly(length)
+            if length > self.max_body_bytes:
+                raise FastTooLargeError(f"body of {length:,} bytes exceeds {self.max_body_bytes:,}")
+            return await reader.readexactly(length)
         if answer.get("transfer-encoding", "").lower() == "chunked":
             return await _read_chunks(reader, self.max_body_bytes)
         return None
@@ -106,8 +116,8 @@ async def _read_head(reader: asyncio.StreamReader) -> tuple[int, dict[str, str]]
     return status, answer
 
 
-async def _read_chunks(reader: asyncio.StreamReader, limit: int) -> bytes | None:
-    """A chunked body (trailers skipped); None past `limit` bytes."""
+async def _read_chunks(reader: asyncio.StreamReader, limit: int) -> bytes:
+    """A chunked body (trailers skipped); FastTooLargeError past `limit` bytes."""
     parts: list[bytes] = []
     total = 0
     while True:
@@ -118,6 +128,6 @@ async def _read_chunks(reader: asyncio.StreamReader, limit: int) -> bytes | None
             return b"".join(parts)
         total += size
         if total > limit:
-            return None
+            raise FastTooLargeError(f"body exceeds the limit of {limit:,} bytes")
         parts.append(await reader.readexactly(size))
         await reader.readexactly(2)

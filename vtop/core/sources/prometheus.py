@@ -14,13 +14,17 @@ from typing import Any
 
 import httpx
 
-from vtop.core.catalog import sample_type
+from vtop.core.catalog import is_vllm, sample_type
 from vtop.core.frame import Event, Frame, Sample, ScrapeStatus, Series, TargetScrape
 from vtop.core.sources.vllm_http import ScrapeOptions, describe_error, make_client
 
-VLLM_SELECTOR = '{__name__=~"vllm:.+|process_start_time_seconds|up"}'
-"""Everything vtop reads: vLLM's series, the restart marker, and Prometheus' own `up`."""
-KNOWN_SERVERS = "group by (job, instance) (last_over_time(vllm:num_requests_running[1h]))"
+VLLM_SELECTOR = '{__name__=~"vllm:.+|ray_vllm[:_].+|process_start_time_seconds|up"}'
+"""Everything vtop reads: vLLM's series (Ray Serve's names too), the restart marker, and
+Prometheus' own `up`."""
+KNOWN_SERVERS = (
+    "group by (job, instance) (last_over_time("
+    '{__name__=~"vllm:num_requests_running|ray_vllm[:_]num_requests_running"}[1h]))'
+)
 """Servers that exposed vLLM series in the last hour: found even when down as vtop starts."""
 DROPPED_LABELS = frozenset({"__name__", "instance", "job"})
 UP = "up"
@@ -100,7 +104,7 @@ def target_names(points: Iterable[Point]) -> dict[tuple[str, str], str]:
         {
             (p.labels.get("job", ""), p.labels.get("instance", ""))
             for p in points
-            if p.labels.get("__name__", "").startswith("vllm:")
+            if is_vllm(p.labels.get("__name__", ""))
         }
     )
 

@@ -14,7 +14,14 @@ import httpx
 from vtop.core.catalog import is_vllm
 from vtop.core.exposition import ExpositionParser, is_openmetrics
 from vtop.core.frame import Sample, SampleColumns, ScrapeStatus, Series, TargetScrape
-from vtop.core.sources.fast_http import FastGet, FastTimeoutError
+from vtop.core.sources.bounded_http import (
+    BodyTooLargeError,
+    BoundedResponse,
+    DeadlineError,
+    bounded_get,
+)
+from vtop.core.sources.fast_http import FastGet, FastTimeoutError, FastTooLargeError
+from vtop.core.sources.server_facts import ServerFacts, ask_server_facts
 
 API_KEY_ENV = "VLLM_API_KEY"
 DEFAULT_URL = "http://127.0.0.1:8000"
@@ -66,8 +73,8 @@ class VllmHttpSource:
         self._fast = FastGet(self.url, options.max_body_bytes)
         self._vllm_layout: tuple[Series, ...] | None = None
         """The series of the last payload layout seen to hold vllm: series."""
-        self._version: tuple[float | None, str | None] | None = None
-        """(process start time, version) of the last /version asked; asked again on restart."""
+        self._facts: tuple[float | None, ServerFacts] | None = None
+        """(process start time, what the server said) of the last ask; asked again on restart."""
 
     async def close(self) -> None:
         """Close the HTTP client if this source created it, and the fast path's connection."""
@@ -76,46 +83,51 @@ class VllmHttpSource:
             await self._client.aclose()
 
     async def scrape(self) -> TargetScrape:
-        """Fetch /metrics once; every failure becomes a typed result, never an exception."""
+        """Fetch /metrics once within one deadline (connect, headers and body, both paths
+        together) and the byte limit; every failure becomes a typed result, never an exception."""
         started = time.monotonic()
+        deadline = started + self.options.timeout_s
         try:
             fast = await self._fast.get(self._headers(), self.options.timeout_s)
         except FastTimeoutError as error:
             return self._failed(ScrapeStatus.UNREACHABLE, str(error), started)
+        except FastTooLargeError as error:
+            return self._failed(ScrapeStatus.HTTP_ERROR, f"/metrics {error}", started, 200)
         if fast is not None:
             content_type, body = fast
             text = body.decode("utf-8", errors="replace")
             return await self._read(text, content_type, 200, started)
         try:
-            response = await self._client.get(self.url, headers=self._headers())
+            response = await bounded_get(
+                self._client,
+                self.url,
+                self._headers(),
+                max(deadline - time.monotonic(), 0.001),
+                self.options.max_body_bytes,
+            )
+        except DeadlineError as error:
+            return self._failed(ScrapeStatus.UNREACHABLE, str(error), started)
+        except BodyTooLargeError as error:
+            return self._failed(ScrapeStatus.HTTP_ERROR, f"/metrics {error}", started, 200)
         except httpx.HTTPError as error:
             return self._failed(ScrapeStatus.UNREACHABLE, describe_error(error), started)
         if response.status_code != 200:
             message = f"HTTP {response.status_code} from {self.url}{auth_hint(response)}"
             return self._failed(ScrapeStatus.HTTP_ERROR, message, started, response.status_code)
-        if len(response.content) > self.options.max_body_bytes:
-            message = f"/metrics body of {len(response.content)} bytes exceeds the limit"
-            return self._failed(ScrapeStatus.HTTP_ERROR, message, started, 200)
         content_type = response.headers.get("content-type", "")
         return await self._read(response.text, content_type, response.status_code, started)
 
-    async def _server_version(self, samples: Sequence[Sample]) -> str | None:
-        """vLLM's version from GET /version, asked once per process start (None if not told)."""
+    async def _server_facts(self, samples: Sequence[Sample]) -> ServerFacts:
+        """Version and settings from the server's own endpoints, asked once per process start."""
         started = next(
             (s.value for s in samples if s.series.name == "process_start_time_seconds"), None
         )
-        if self._version is None or self._version[0] != started:
-            self._version = started, await self._ask_version()
-        return self._version[1]
-
-    async def _ask_version(self) -> str | None:
-        """The `version` field of /version; None when the server has no such route."""
-        try:
-            response = await self._client.get(self.target + "/version", headers=self._headers())
-            version = response.json().get("version") if response.status_code == 200 else None
-        except (httpx.HTTPError, ValueError, AttributeError):
-            return None
-        return str(version) if version else None
+        if self._facts is None or self._facts[0] != started:
+            facts = await ask_server_facts(
+                self._client, self.target, self._headers(), self.options.timeout_s
+            )
+            self._facts = started, facts
+        return self._facts[1]
 
     def _headers(self) -> dict[str, str]:
         """Request headers: Accept, and the bearer token when configured."""
@@ -138,9 +150,9 @@ class VllmHttpSource:
     ) -> TargetScrape:
         """Parse a 200 response's text, classify it, and add the server's version."""
         parsed = self._parser.parse(text, is_openmetrics(content_type))
-        status, message, version = ScrapeStatus.OK, "", None
+        status, message, facts = ScrapeStatus.OK, "", ServerFacts()
         if self._serves_vllm(parsed.samples):
-            version = await self._server_version(parsed.samples)
+            facts = await self._server_facts(parsed.samples)
         else:
             status = ScrapeStatus.NOT_VLLM
             message = (
@@ -156,7 +168,8 @@ class VllmHttpSource:
             error=message,
             http_status=http_status,
             duration_s=time.monotonic() - started,
-            server_version=version,
+            server_version=facts.version,
+            server_settings=facts.settings,
         )
 
     def _serves_vllm(self, samples: Sequence[Sample]) -> bool:
@@ -199,7 +212,7 @@ def describe_error(error: httpx.HTTPError) -> str:
     return f"{type(error).__name__}: {error}"
 
 
-def auth_hint(response: httpx.Response) -> str:
+def auth_hint(response: httpx.Response | BoundedResponse) -> str:
     """A hint appended to 401/403 errors."""
     if response.status_code in (401, 403):
         return f" (set --api-key or {API_KEY_ENV})"
