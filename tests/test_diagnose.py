@@ -246,3 +246,31 @@ def test_kv_cli_seed_example() -> None:
     )
     assert "163,840 B" in out.stdout and "131,072 tokens" in out.stdout
     assert "4,096 tokens per request: 32.0" in out.stdout
+
+
+def spec_decode_frames(seconds: int) -> list[Frame]:
+    """A server whose drafts are mostly rejected (SD1 needs 30 s of it)."""
+    text = """# TYPE vllm:spec_decode_num_accepted_tokens_total counter
+vllm:spec_decode_num_accepted_tokens_total{{engine="0",model_name="m"}} {a}
+# TYPE vllm:spec_decode_num_draft_tokens_total counter
+vllm:spec_decode_num_draft_tokens_total{{engine="0",model_name="m"}} {d}
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{{engine="0",model_name="m"}} 2
+# TYPE vllm:generation_tokens_total counter
+vllm:generation_tokens_total{{engine="0",model_name="m"}} {g}
+"""
+    return [frame_from_text(float(t), text.format(a=t, d=10 * t, g=50 * t)) for t in range(seconds)]
+
+
+def test_a_rule_longer_than_the_window_is_not_checked_rather_than_ok() -> None:
+    rules = load_rules()
+    short = diagnose_frames(TARGET, spec_decode_frames(16), rules, DiagnoseOptions(read_gpus=False))
+    assert short.triage is not None
+    unchecked = {u.rule.id: u.how for u in short.triage.unchecked}
+    assert "SD1" in unchecked and "--window 35" in unchecked["SD1"], unchecked
+    assert "SD1" in text_report(short).split("NOT CHECKED")[1]
+    assert "G1" not in unchecked  # no GPU series: its inputs do not exist here
+    long = diagnose_frames(TARGET, spec_decode_frames(40), rules, DiagnoseOptions(read_gpus=False))
+    assert long.triage is not None and long.triage.primary is not None
+    assert long.triage.primary.rule.id == "SD1"
+    assert "SD1" not in {u.rule.id for u in long.triage.unchecked}

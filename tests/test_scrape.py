@@ -8,7 +8,9 @@ import pytest
 
 from tests.http_server import Canned, serving
 from tests.payloads import fixture
+from vtop.core.effective_config import DiagnoseOptions, server_config
 from vtop.core.frame import ScrapeStatus, TargetScrape
+from vtop.core.server_config import Setting
 from vtop.core.sources.vllm_http import ScrapeOptions, VllmHttpSource, metrics_url
 
 
@@ -74,6 +76,43 @@ async def test_a_server_without_a_version_route_still_scrapes() -> None:
     with serving(canned) as url:
         result = await scrape_once(url)
     assert result.ok and result.server_version is None
+
+
+MODELS = (
+    '{"object": "list", "data": [{"id": "tiny", "object": "model", "root": "/models/tiny",'
+    ' "parent": null, "max_model_len": 512}]}'
+)
+SERVER_INFO = (
+    '{"vllm_config": {"scheduler_config": {"max_num_seqs": 4, "max_num_batched_tokens": 64},'
+    ' "model_config": {"max_model_len": 512, "enforce_eager": false},'
+    ' "cache_config": {"block_size": 128, "enable_prefix_caching": true}}}'
+)
+
+
+async def test_what_the_server_tells_over_http_becomes_its_settings() -> None:
+    others = {"/version": '{"version": "0.32.0"}', "/v1/models": MODELS}
+    others["/server_info?config_format=json"] = SERVER_INFO
+    canned = Canned(body=fixture("idle"), others=others)
+    with serving(canned) as url:
+        result = await scrape_once(url)
+    assert ("max_model_len", 512, "/v1/models") in result.server_settings
+    settings = {name: (value, source) for name, value, source in result.server_settings}
+    assert settings["model"] == ("/models/tiny", "/v1/models")
+    assert settings["max_num_seqs"] == (4, "/server_info")
+    assert settings["max_num_batched_tokens"] == (64, "/server_info")
+    assert settings["prefix_caching"] == (True, "/server_info")
+    config = server_config(result, None, DiagnoseOptions())
+    assert config.settings["max_num_seqs"] == Setting(4, "/server_info")
+    # the server's own metric beats its HTTP answer where both say something
+    assert config.settings["block_size"].source == "cache_config_info"
+
+
+async def test_a_server_without_dev_mode_tells_only_models() -> None:
+    canned = Canned(body=fixture("idle"), others={"/v1/models": MODELS})
+    canned.others["/server_info?config_format=json"] = "Not Found"
+    with serving(canned) as url:
+        result = await scrape_once(url)
+    assert {name for name, _, _ in result.server_settings} == {"max_model_len", "model"}
 
 
 async def test_unreachable_endpoint() -> None:

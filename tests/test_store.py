@@ -293,3 +293,48 @@ def test_a_scrape_shaped_like_the_last_takes_the_column_path() -> None:
         store.ingest(Frame(float(tick), (scrape,)))
     assert parser.layout_hits == 2
     assert store.columns_written == 2
+
+
+def test_per_process_gauge_copies_fold_into_one_series_keeping_the_live_value() -> None:
+    # vLLM 0.11.x with --api-server-count 2: one copy per API server process (#28792)
+    store = Store()
+    for t, live in enumerate((0.25, 0.65, 0.5)):
+        text = (
+            "# TYPE vllm:kv_cache_usage_perc gauge\n"
+            f'vllm:kv_cache_usage_perc{{engine="0",model_name="m",pid="277"}} 0.0\n'
+            f'vllm:kv_cache_usage_perc{{engine="0",model_name="m",pid="273"}} {live}\n'
+        )
+        store.ingest(frame_from_text(float(t), text))
+    series = store.select("vllm:kv_cache_usage_perc")
+    assert [s.label("pid") for s in series] == [None]
+    assert store.max_over_time(series[0], 2.0, 10.0) == 0.65
+    assert store.latest(series[0], 2.0) == 0.5
+
+
+def test_ray_serve_names_are_vllm_series() -> None:
+    store = Store()
+    for t in range(3):
+        text = (
+            "# TYPE ray_vllm_num_requests_running gauge\n"
+            f'ray_vllm_num_requests_running{{ReplicaId="r1",engine="0"}} {t}\n'
+            "# TYPE ray_vllm:generation_tokens_total counter\n"
+            f'ray_vllm:generation_tokens_total{{ReplicaId="r1",engine="0"}} {100 * t}\n'
+        )
+        store.ingest(frame_from_text(float(t), text))
+    (running,) = store.select("vllm:num_requests_running")
+    (tokens,) = store.select("vllm:generation_tokens_total")
+    assert store.latest(running, 2.0) == 2.0
+    assert store.rate(tokens, 2.0, 10.0) == pytest.approx(100.0)
+
+
+def test_an_untyped_total_is_a_counter_across_a_restart() -> None:
+    # no # TYPE lines: *_total still only grows between restarts
+    store = Store()
+    for t, value in enumerate((100.0, 172.0, 10.0, 82.0)):
+        store.ingest(
+            frame_from_text(float(t), f'vllm:generation_tokens_total{{engine="0"}} {value}\n')
+        )
+    (series,) = store.select("vllm:generation_tokens_total")
+    rate = store.rate(series, 3.0, 10.0)
+    assert rate is not None and rate > 0
+    assert store.increase(series, 3.0, 10.0) == pytest.approx(72 + 10 + 72)

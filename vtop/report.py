@@ -8,6 +8,8 @@ from typing import Any
 
 from vtop.core.diagnose import Diagnosis, FleetDiagnosis
 from vtop.core.engine import Finding, ProposedChange
+from vtop.core.inference import is_inferred
+from vtop.core.server_config import ServerConfig, Setting
 
 SCHEMA = "vtop.diagnose/1"
 FLEET_SCHEMA = "vtop.fleet/1"
@@ -35,7 +37,20 @@ def flag_diff(change: ProposedChange) -> list[str]:
     return lines
 
 
-def finding_lines(finding: Finding, indent: str = "") -> list[str]:
+def inferred_settings(finding: Finding, config: ServerConfig | None) -> dict[str, Setting]:
+    """The inferred settings a finding's rule read (so the report can say they were inferred)."""
+    if config is None:
+        return {}
+    return {
+        name: setting
+        for name in sorted(finding.rule.settings)
+        if (setting := config.settings.get(name)) is not None and is_inferred(setting)
+    }
+
+
+def finding_lines(
+    finding: Finding, indent: str = "", config: ServerConfig | None = None
+) -> list[str]:
     """Text block for one finding and its symptoms."""
     rule = finding.rule
     labels = ", ".join(f"{k}={v}" for k, v in finding.labels)
@@ -44,6 +59,8 @@ def finding_lines(finding: Finding, indent: str = "") -> list[str]:
     evidence = ", ".join(f"{k}={_number(v)}" for k, v in finding.evidence.items())
     if evidence:
         lines.append(f"{indent}  evidence: {evidence}")
+    for name, setting in inferred_settings(finding, config).items():
+        lines.append(f"{indent}  {name} = {setting.value} is {setting.source}")
     for change in finding.changes:
         lines.append(f"{indent}  suggest: {change.why}")
         lines += [indent + line for line in flag_diff(change)]
@@ -67,7 +84,7 @@ def text_report(diagnosis: Diagnosis) -> str:
     for index, finding in enumerate(triage.findings):
         lines.append("")
         lines.append("PRIMARY" if index == 0 and finding.rule.severity != "info" else "ALSO")
-        lines += finding_lines(finding, "  ")
+        lines += finding_lines(finding, "  ", diagnosis.config)
     lines += _statistics_lines(diagnosis)
     if triage.unchecked:
         lines.append("")
@@ -109,9 +126,10 @@ def _change_json(change: ProposedChange) -> dict[str, Any]:
     }
 
 
-def finding_json(finding: Finding) -> dict[str, Any]:
+def finding_json(finding: Finding, config: ServerConfig | None = None) -> dict[str, Any]:
     """One finding as JSON."""
     rule = finding.rule
+    inferred = inferred_settings(finding, config)
     return {
         "id": rule.id,
         "title": rule.title,
@@ -122,7 +140,8 @@ def finding_json(finding: Finding) -> dict[str, Any]:
         "diagnosis": finding.diagnosis,
         "evidence": finding.evidence,
         "changes": [_change_json(c) for c in finding.changes],
-        "symptoms": [finding_json(s) for s in finding.symptoms],
+        "symptoms": [finding_json(s, config) for s in finding.symptoms],
+        "inferred": {k: {"value": v.value, "source": v.source} for k, v in inferred.items()},
     }
 
 
@@ -137,8 +156,10 @@ def json_report(diagnosis: Diagnosis) -> dict[str, Any]:
         "verdict": diagnosis.verdict,
         "exit_code": diagnosis.exit_code,
         "reason": diagnosis.reason,
-        "primary": finding_json(triage.primary) if triage and triage.primary else None,
-        "findings": [finding_json(f) for f in triage.findings] if triage else [],
+        "primary": finding_json(triage.primary, diagnosis.config)
+        if triage and triage.primary
+        else None,
+        "findings": [finding_json(f, diagnosis.config) for f in triage.findings] if triage else [],
         "unchecked": [
             {"id": u.rule.id, "missing": list(u.missing), "how": u.how}
             for u in (triage.unchecked if triage else ())

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import math
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from vtop.core.effective_config import DiagnoseOptions as DiagnoseOptions
-from vtop.core.engine import Triage
+from vtop.core.engine import Triage, Unchecked
 from vtop.core.frame import Frame, ScrapeStatus, TargetScrape
 from vtop.core.poller import poll
+from vtop.core.promql.ast import selectors
 from vtop.core.rules import Rule
 from vtop.core.server_config import ServerConfig
 from vtop.core.session import FLEET_VIEW, Session
@@ -181,7 +184,45 @@ def _target_diagnosis(session: Session, target: str, frames: list[Frame]) -> Dia
         diagnosis.triage, diagnosis.reason = None, reason
     else:
         diagnosis.summary = summarize(session.store, target, now, window)
+        if view.triage is not None:
+            diagnosis.triage = with_short_windows(
+                view.triage, session.engine.rules, session.store, target, window
+            )
     return diagnosis
+
+
+def with_short_windows(
+    triage: Triage, rules: list[Rule], store: Store, target: str, window: float
+) -> Triage:
+    """The triage plus, under NOT CHECKED, every rule whose inputs exist but whose `for:` is
+    longer than the window sampled: it could not have fired, which is not the same as ok."""
+    seen = {f.rule.id for f in triage.findings} | {u.rule.id for u in triage.unchecked}
+    seen |= {s.rule.id for f in triage.findings for s in f.symptoms}
+    short = [
+        Unchecked(rule, (), _window_needed(rule.for_s, window))
+        for rule in rules
+        if rule.scope == "target"
+        and rule.id not in seen
+        and rule.for_s > window
+        and _has_inputs(rule, store, target)
+    ]
+    return dataclasses.replace(triage, unchecked=(*triage.unchecked, *short))
+
+
+def _window_needed(for_s: float, window: float) -> str:
+    """How to let a rule with a long `for:` be judged."""
+    needed = math.ceil(for_s + 5)
+    return (
+        f"holds only after {for_s:.0f} s (its for:) and the window was {window:.0f} s: "
+        f"use --window {needed}"
+    )
+
+
+def _has_inputs(rule: Rule, store: Store, target: str) -> bool:
+    """True when some series the rule's condition reads exists for the target."""
+    names = {s.name for s in selectors(rule.expr) if not s.name.startswith("vtop:")}
+    local = {"instance": target}
+    return any(store.select(name, None if name.startswith("nvml:") else local) for name in names)
 
 
 def _no_diagnosis_reason(

@@ -246,6 +246,10 @@ def _change(suggestion: Suggestion, context: Context, labels: Labels) -> Propose
 def _how_to_know(name: str) -> str:
     """Which option would make a `vtop:` value known."""
     setting = name.removeprefix("vtop:")
+    if setting.startswith("gpu_peak"):
+        return (
+            f"{name} is unknown: NVML gives the GPU model on the GPU host (vtop/core/gpu_peaks.py)"
+        )
     flag = FLAG_NAMES.get(setting, setting)
     return f"{name} ({flag}) is unknown: {HOW_TO_KNOW}"
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import yaml
 
-from vtop.core.promql.ast import Expr
+from vtop.core.promql.ast import Expr, selectors
 from vtop.core.promql.parser import PromQLError, parse, parse_duration
 from vtop.core.promql.printer import for_prometheus, to_text
 
@@ -89,6 +90,19 @@ class Rule:
     """`target`: evaluated per server; `fleet`: once over all servers, by `instance`."""
     unless_found: tuple[str, ...] = ()
     """Dropped when any of these rules holds: a finding for what the others leave unexplained."""
+
+    @cached_property
+    def settings(self) -> frozenset[str]:
+        """The `vtop:` settings (without the prefix) the rule's expressions read."""
+        exprs = [self.expr, *self.evidence.values()]
+        for suggestion in self.suggestions:
+            exprs += [e for e in (suggestion.current, suggestion.proposed, suggestion.when) if e]
+        return frozenset(
+            selector.name.removeprefix("vtop:")
+            for expr in exprs
+            for selector in selectors(expr)
+            if selector.name.startswith("vtop:")
+        )
 
     def prometheus_expr(self) -> str | None:
         """The condition as a Prometheus server can evaluate it; None when it needs vtop's data."""

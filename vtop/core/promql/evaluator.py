@@ -294,6 +294,8 @@ def _signature(labels: Labels, binary: Binary) -> Labels:
 def _binary(binary: Binary, context: Context) -> Value:
     """Arithmetic, comparisons and set operations."""
     left = evaluate(binary.left, context)
+    if isinstance(left, dict) and not left and binary.op != "or":
+        return {}  # an empty vector stays empty whatever the right side (nor is it evaluated)
     right = _or_operand(binary, left, context) if binary.op in ("or", "unless") else None
     if right is None:
         right = evaluate(binary.right, context)
