@@ -167,10 +167,37 @@ class VllmServer:
             os.killpg(pgid, signal.SIGKILL)
         process.wait(timeout=10)
 
+    def engine_core_pids(self) -> list[int]:
+        """Pids of the engine core processes this server started (its descendants titled
+        EngineCore), found under its own process, never by name across the machine."""
+        if self._process is None:
+            return []
+        return [pid for pid in descendants(self._process.pid) if "EngineCore" in _title(pid)]
+
     def restart(self) -> None:
         """Stop and start again on the same port."""
         self.stop()
         self.start()
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid` (from /proc/PID/task/*/children)."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        with contextlib.suppress(OSError):
+            for child in (task / "children").read_text().split():
+                found += [int(child), *descendants(int(child))]
+    return found
+
+
+def _title(pid: int) -> str:
+    """A process's name and command line (its title, as setproctitle sets it)."""
+    try:
+        comm = Path(f"/proc/{pid}/comm").read_text()
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+    return comm + " " + cmdline
 
 
 class ServerPool:

@@ -136,10 +136,23 @@ def diagnose_frames(
     target: str, frames: list[Frame], rules: list[Rule], options: DiagnoseOptions
 ) -> Diagnosis:
     """Triage recorded or freshly sampled frames (the same code as the dashboard)."""
-    session = Session(rules, options)
+    return _target_diagnosis(judged_window(frames, rules, options), target, frames)
+
+
+def judged_window(frames: list[Frame], rules: list[Rule], options: DiagnoseOptions) -> Session:
+    """A session that ingested the frames, knowing from the first frame what the whole window
+    lets vtop infer (a one-shot triage judges the window as a whole; live, an inference
+    arrives only once the window behind it has been seen)."""
+    first = Session(rules, options)
+    for frame in frames:
+        first.ingest(frame)
+    inferred = {t: v.inferences.settings for t, v in first.targets.items() if v.inferences.settings}
+    if not inferred:
+        return first
+    session = Session(rules, options, seeded=inferred)
     for frame in frames:
         session.ingest(frame)
-    return _target_diagnosis(session, target, frames)
+    return session
 
 
 @dataclass
@@ -164,9 +177,7 @@ def diagnose_fleet(
     frames: list[Frame], rules: list[Rule], options: DiagnoseOptions
 ) -> FleetDiagnosis:
     """Triage every server in the frames, and the fleet rules across them."""
-    session = Session(rules, options)
-    for frame in frames:
-        session.ingest(frame)
+    session = judged_window(frames, rules, options)
     servers = [_target_diagnosis(session, target, frames) for target in session.targets]
     events = [f"{m.kind}: {m.text}" for m in session.marks if m.target == FLEET_VIEW]
     return FleetDiagnosis(servers, session.fleet.triage, events)

@@ -33,11 +33,17 @@ is loose because requests finishing in the window bring their whole inference ti
 SHARE_AT_PEAK = 0.2
 """With Little's law, scrapes must still read the peak this often: a large batch wandering
 around its mean under a token budget averages near its peak but rarely touches it."""
-CHUNKED_STEPS = 2.0
-"""Mean prefill time over mean step time at or above this: prompts take several steps."""
+PREFILLING = 0.8
+"""Requests in prefill on average (Little's law on request_prefill_time_seconds) at or above
+this: a prompt is mid-prefill in nearly every step. Under a saturated token budget one always
+is, since any budget left over would admit a waiting request; under a sequence cap prefills
+are brief (seen on vLLM 0.32: 1.16 under a 64-token budget, 0.5 at max-num-seqs 2)."""
 POWER_OF_TWO_SHARE = 0.75
 """A step size within this share of the next power of two is read as that power (budgets are
 powers of two almost everywhere: vLLM's defaults are 2048, 4096, 8192, 16384)."""
+OVERSHOOT = 1.05
+"""A step size this far above a power of two is still read as it (counts at the window's
+edges)."""
 
 
 @dataclass(frozen=True)
@@ -55,7 +61,8 @@ class EngineWindow:
     preemptions: float
     generated: float
     tokens_per_step: float | None
-    prefill_steps: float | None
+    prefilling: float | None
+    """Requests in prefill on average over the window (Little's law)."""
     prompt_p99: float | None
 
     @property
@@ -153,8 +160,7 @@ def engine_windows(store: Store, target: str, now: float, window: float) -> list
     queue_rate = read.total("vllm:request_queue_time_seconds_sum", "rate")
     little = read.total("vllm:request_inference_time_seconds_sum", "rate")
     step_tokens = _tokens_per_step(read)
-    prefill = read.mean("vllm:request_prefill_time_seconds")
-    itl = read.mean("vllm:inter_token_latency_seconds")
+    prefilling = read.total("vllm:request_prefill_time_seconds_sum", "rate")
     prompt_p99 = read.p99("vllm:request_prompt_tokens")
     windows = []
     for key, points in running.items():
@@ -177,7 +183,7 @@ def engine_windows(store: Store, target: str, now: float, window: float) -> list
                 preemptions=preempted.get(key, 0.0),
                 generated=generated.get(key, 0.0),
                 tokens_per_step=step_tokens.get(key),
-                prefill_steps=_ratio(prefill.get(key), itl.get(key)),
+                prefilling=prefilling.get(key),
                 prompt_p99=prompt_p99.get(key),
             )
         )
@@ -215,19 +221,20 @@ def _tokens_per_step(read: _Reader) -> dict[Labels, float]:
     return found
 
 
-def _ratio(top: float | None, bottom: float | None) -> float | None:
-    return top / bottom if top is not None and bottom else None
-
-
 def _budget_value(tokens_per_step: float) -> int:
-    """The budget a saturated engine's mean step size points at (see POWER_OF_TWO_SHARE)."""
-    power = 2 ** math.ceil(math.log2(max(tokens_per_step, 1.0)))
-    return power if tokens_per_step >= POWER_OF_TWO_SHARE * power else math.ceil(tokens_per_step)
+    """The budget a saturated engine's mean step size points at: the power of two just below
+    (window edges can overshoot a little) or above it (see POWER_OF_TWO_SHARE), else itself."""
+    below = int(2 ** math.floor(math.log2(max(tokens_per_step, 1.0))))
+    if tokens_per_step <= OVERSHOOT * below:
+        return below
+    if tokens_per_step >= POWER_OF_TWO_SHARE * 2 * below:
+        return 2 * below
+    return math.ceil(tokens_per_step)
 
 
 def infer_max_num_seqs(window: EngineWindow, capacity_per_engine: float | None) -> Setting | None:
     """The sequence cap, when running is pinned while requests wait and KV has room."""
-    if not (window.queue_with_room and window.pinned):
+    if not (window.queue_with_room and window.pinned) or _budget_bound(window):
         return None
     if capacity_per_engine and window.prompt_p99 is not None:
         free = (1 - window.kv_peak) * capacity_per_engine
@@ -246,27 +253,28 @@ def infer_max_num_seqs(window: EngineWindow, capacity_per_engine: float | None) 
 
 
 def _budget_bound(window: EngineWindow) -> bool:
-    """Steps carry far more tokens than one per running request, and a prompt takes several
-    steps: prompt chunks fill them."""
+    """A prompt is mid-prefill in nearly every step and steps carry far more tokens than one per
+    running request: prompt chunks fill the budget (running then sits still too, at the few
+    requests the budget lets in, so a pinned count is no sequence cap here)."""
     return (
         window.tokens_per_step is not None
-        and window.prefill_steps is not None
-        and window.prefill_steps >= CHUNKED_STEPS
+        and window.prefilling is not None
+        and window.prefilling >= PREFILLING
         and window.tokens_per_step > 2 * window.running_peak
     )
 
 
 def infer_max_num_batched_tokens(window: EngineWindow) -> Setting | None:
     """The per-step token budget, when steps are full of prompt chunks while requests wait."""
-    if not window.queue_with_room or window.pinned or not _budget_bound(window):
+    if not window.queue_with_room or not _budget_bound(window):
         return None
-    assert window.tokens_per_step is not None and window.prefill_steps is not None
+    assert window.tokens_per_step is not None and window.prefilling is not None
     value = _budget_value(window.tokens_per_step)
     source = (
         f"{INFERRED}: steps carried {window.tokens_per_step:.0f} tokens for "
-        f"{window.span_s:.0f} s, each prompt took {window.prefill_steps:.1f} steps, with "
-        f"{window.waiting:.1f} waiting, running below its peak and KV at most "
-        f"{window.kv_peak:.0%}"
+        f"{window.span_s:.0f} s with a prompt mid-prefill in every step "
+        f"({window.prefilling:.1f} prefilling on average), {window.waiting:.1f} waiting and KV "
+        f"at most {window.kv_peak:.0%}"
     )
     return Setting(value, source)
 

@@ -18,7 +18,7 @@ from vtop.core.exposition_writer import exposition_text
 from vtop.core.frame import Frame, GpuSnapshot, ScrapeStatus, TargetScrape
 from vtop.core.inference import Inferences
 from vtop.core.rules import Rule
-from vtop.core.server_config import ServerConfig
+from vtop.core.server_config import ServerConfig, Setting
 from vtop.core.store import DEFAULT_CAPACITY, Store
 from vtop.core.summary import TargetSummary, merged_latency, quick_summary, summarize
 
@@ -88,6 +88,7 @@ class Session:
         options: DiagnoseOptions,
         rule_budget: int | None = None,
         store_capacity: int = DEFAULT_CAPACITY,
+        seeded: dict[str, dict[str, Setting]] | None = None,
     ) -> None:
         self.store = Store(store_capacity)
         self.engine = Engine(rules)
@@ -109,6 +110,8 @@ class Session:
         self.rule_budget = rule_budget
         """At most this many targets' rules per frame (round robin; the focused one always)."""
         self.focus: str | None = None
+        self.seeded = seeded or {}
+        """Inferred settings known from the start, per target (a one-shot diagnosis)."""
         self.fleet = TargetView(FLEET_VIEW, deque(maxlen=1))
         """Findings of the fleet-scope rules (imbalance across servers) and the fleet's TTFT."""
         self._rotation = 0
@@ -184,7 +187,9 @@ class Session:
     def view(self, target: str) -> TargetView:
         """The view of a target, created on first sight."""
         if target not in self.targets:
-            self.targets[target] = TargetView(target, deque(maxlen=self.history_points))
+            view = TargetView(target, deque(maxlen=self.history_points))
+            view.inferences.settings.update(self.seeded.get(target, {}))
+            self.targets[target] = view
         return self.targets[target]
 
     def _ingest_scrape(
