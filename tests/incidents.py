@@ -47,11 +47,14 @@ class Load:
     output: int
     stream: bool = False
     shared_prefix: int = 0
+    output_max: int = 0
+    """Output lengths drawn from output..output_max (clients then finish out of step)."""
 
     def argv(self, url: str, duration_s: float) -> list[str]:
         """The `vtop bench` command line."""
         words = [sys.executable, "-m", "vtop", "bench", url, "-c", str(self.clients)]
-        words += ["--prompt-tokens", str(self.prompt), "--output-tokens", str(self.output)]
+        output = f"{self.output}:{self.output_max}" if self.output_max else str(self.output)
+        words += ["--prompt-tokens", str(self.prompt), "--output-tokens", output]
         words += ["-n", "1000000", "-d", f"{duration_s:.0f}", "--stall-timeout", "180"]
         words += ["--stream" if self.stream else "--no-stream", "--json"]
         if self.shared_prefix:

@@ -145,36 +145,41 @@ async def test_a_stopped_engine_is_critical_and_clears_when_it_resumes(
     server = vllm_pool.get(LIGHT)
     engines = server.engine_core_pids()
     assert engines, "no EngineCore process found under the API server"
-    load = LoadProcess(Load(8, 32, 256), server.url, 90)
+    rules, options = load_rules(), DiagnoseOptions(WINDOW_S, read_gpus=False)
+    load = LoadProcess(Load(8, 32, 64, output_max=256), server.url, 120)
     try:
         await asyncio.sleep(SETTLE_S)
-        before = measure(await watch(server.url, 5))
-        assert before.generated > 0 and before.running_peak >= 1, figures(before)
-        for pid in engines:
-            os.kill(pid, signal.SIGSTOP)
+        frozen = await stop_with_requests_inside(server.url, engines)
         try:
-            stopped = await diagnose_url(
-                server.url,
-                load_rules(),
-                DiagnoseOptions(WINDOW_S, read_gpus=False),
-                ScrapeOptions(timeout_s=10),
-            )
+            stopped = await diagnose_url(server.url, rules, options, ScrapeOptions(timeout_s=10))
         finally:
             for pid in engines:
                 os.kill(pid, signal.SIGCONT)
-        seen = text_report(stopped)
+        seen = (frozen, text_report(stopped))
         assert primary(stopped).rule.id == "S1", seen
         assert stopped.exit_code == 2, seen
         await asyncio.sleep(5)
-        resumed = await diagnose_url(
-            server.url,
-            load_rules(),
-            DiagnoseOptions(WINDOW_S, read_gpus=False),
-            ScrapeOptions(timeout_s=10),
-        )
+        resumed = await diagnose_url(server.url, rules, options, ScrapeOptions(timeout_s=10))
         assert "S1" not in found(resumed), text_report(resumed)
     finally:
         load.stop()
+
+
+async def stop_with_requests_inside(url: str, engines: list[int]) -> str:
+    """SIGSTOP the engine cores at a moment their gauges show requests (a hang caught between
+    two batches freezes the gauges at 0 running, 0 waiting: vLLM's metrics then look idle)."""
+    for _ in range(20):
+        before = measure(await watch(url, 0.5, interval=0.1))
+        for pid in engines:
+            os.kill(pid, signal.SIGSTOP)
+        await asyncio.sleep(1.5)
+        frozen = measure(await watch(url, 1.0, interval=0.5))
+        if frozen.running_peak >= 1 and frozen.generated == 0:
+            return figures(frozen)
+        for pid in engines:
+            os.kill(pid, signal.SIGCONT)
+        await asyncio.sleep(1.0)
+    raise AssertionError(f"the gauges never showed requests at a stop: {figures(before)}")
 
 
 async def test_short_shared_prefix_explains_zero_hits_without_enabling_caching(
