@@ -13,12 +13,18 @@ import shutil
 import subprocess
 from typing import Any
 
-from tests.scenarios import SCENARIOS, WINDOW, Scenario, warm_up
+from tests.incidents import (
+    INCIDENTS,
+    MEASURE_S,
+    SETTLE_S,
+    WINDOW_S,
+    Incident,
+    both_modes,
+    provoke,
+)
 from tests.vllm_harness.server import CACHE, ServerPool, VllmServer
-from vtop.core.bench import Bench
-from vtop.core.diagnose import DiagnoseOptions, Diagnosis, diagnose_url
+from vtop.core.diagnose import Diagnosis
 from vtop.core.rules import load_rules
-from vtop.core.sources.vllm_http import ScrapeOptions
 
 
 def doctor_command() -> str:
@@ -48,7 +54,7 @@ async def run_doctor(url: str) -> dict[str, Any]:
 
 
 def vtop_cell(diagnosis: Diagnosis) -> str:
-    """vtop's verdict, primary finding and first computed flag."""
+    """vtop's verdict, primary finding and first computed flag (marked when inferred)."""
     triage = diagnosis.triage
     if triage is None or triage.primary is None:
         return f"{diagnosis.verdict}" + (f" ({diagnosis.reason})" if diagnosis.reason else "")
@@ -74,35 +80,41 @@ def doctor_cell(report: dict[str, Any]) -> str:
     return f"{report.get('health', '-')}: {', '.join(names) or 'no finding'}{suffix}"
 
 
-async def compare(server: VllmServer, scenario: Scenario) -> tuple[str, str]:
-    """Warm the server up, load it, then run both tools inside the same window."""
-    await Bench(warm_up(server.url, server.spec.max_num_seqs)).run()
-    bench = asyncio.create_task(Bench(scenario.load(server.url)).run())
-    await asyncio.sleep(4)
-    options = DiagnoseOptions(WINDOW, 1.0, " ".join(server.argv()), server.log_text())
-    vtop_task = asyncio.create_task(
-        diagnose_url(server.url, load_rules(), options, ScrapeOptions(timeout_s=10))
+async def compare(server: VllmServer, incident: Incident) -> tuple[str, str, str]:
+    """Provoke the incident (measured first), run vllm-doctor inside the window vtop judges, and
+    diagnose that window with the URL alone and with the flags and the log."""
+    doctor = asyncio.create_task(_doctor_later(server.url, SETTLE_S + MEASURE_S + WINDOW_S / 2))
+    recorded = await provoke(server, incident)
+    diagnoses = both_modes(server, recorded.windows[0], load_rules())
+    return (
+        vtop_cell(diagnoses["url only"]),
+        vtop_cell(diagnoses["with log"]),
+        doctor_cell(await doctor),
     )
-    await asyncio.sleep(WINDOW - 2)
-    doctor = await run_doctor(server.url)
-    diagnosis = await vtop_task
-    await bench
-    return vtop_cell(diagnosis), doctor_cell(doctor)
+
+
+async def _doctor_later(url: str, delay_s: float) -> dict[str, Any]:
+    """vllm-doctor's verdict `delay_s` from now (inside the judged window)."""
+    await asyncio.sleep(delay_s)
+    return await run_doctor(url)
 
 
 async def main() -> None:
-    """All scenarios, one server at a time."""
+    """All incidents, one server at a time."""
     pool = ServerPool(CACHE / "logs")
     rows = []
     try:
-        for scenario in SCENARIOS:
-            server = pool.get(scenario.spec)
-            vtop, doctor = await compare(server, scenario)
-            rows.append(f"| {scenario.name} | {scenario.expected} | {vtop} | {doctor} |")
+        for incident, expected in INCIDENTS:
+            server = pool.get(incident.spec)
+            url_only, with_log, doctor = await compare(server, incident)
+            rows.append(f"| {incident.name} | {expected} | {url_only} | {with_log} | {doctor} |")
             print(rows[-1], flush=True)
     finally:
         pool.stop_all()
-    print("\n| scenario | expected | vtop diagnose | vllm-doctor 0.6.0 |\n|---|---|---|---|")
+    print(
+        "\n| incident | expected | vtop diagnose URL | vtop diagnose URL + flags + log "
+        "| vllm-doctor 0.6.0 |\n|---|---|---|---|---|"
+    )
     print("\n".join(rows))
 
 

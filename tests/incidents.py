@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from tests.scenarios import LIGHT, NO_PREFIX_CACHE, SEQ_LIMITED, SMALL_BUDGET, STORM
 from tests.vllm_harness.server import ROOT, ServerSpec, VllmServer
 from vtop.core.diagnose import DiagnoseOptions, Diagnosis, diagnose_frames
 from vtop.core.frame import Frame
@@ -242,3 +243,28 @@ def more_clients(load: Load, spec: ServerSpec) -> Load:
     return dataclasses.replace(
         load, clients=min(2 * load.clients, 96), prompt=min(int(load.prompt * 1.5), room)
     )
+
+
+BUDGET = Incident("token budget 64", SMALL_BUDGET, Load(16, 400, 8), at_token_budget, more_clients)
+SEQ_CAP = Incident("max-num-seqs 2", SEQ_LIMITED, Load(16, 256, 32), at_sequence_cap, more_clients)
+NO_CACHE = Incident(
+    "prefix caching off", NO_PREFIX_CACHE, Load(2, 160, 16, shared_prefix=128), traffic
+)
+HEALTHY = Incident("healthy light load", LIGHT, Load(2, 32, 32), no_queue)
+SHORT_PREFIX = Incident(
+    "shared prefix < 1 block", STORM, Load(2, 128, 16, shared_prefix=96), traffic
+)
+OVER_ADMITTED = Incident(
+    "preemption storm", STORM, Load(24, 96, 300, stream=True), pool_full, more_clients
+)
+
+
+INCIDENTS = (
+    (HEALTHY, "no warning"),
+    (OVER_ADMITTED, "M1, lower --max-num-seqs"),
+    (SHORT_PREFIX, "K1-block, no 'enable caching'"),
+    (SEQ_CAP, "Q2, raise it"),
+    (NO_CACHE, "K1-off, enable it"),
+    (BUDGET, "Q3, raise --max-num-batched-tokens"),
+)
+"""Every incident with what a right diagnosis says (benchmarks/compare_doctor.py)."""

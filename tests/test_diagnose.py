@@ -18,6 +18,7 @@ from vtop.core.frame import Frame, ScrapeStatus, TargetScrape
 from vtop.core.kv import ModelShape, bytes_per_token, capacity_tokens, max_num_seqs_for
 from vtop.core.rules import load_rules
 from vtop.core.server_config import assemble, from_argv, from_log
+from vtop.core.session import Session
 from vtop.report import json_report, text_report
 
 STORM_TICK = """# TYPE vllm:num_requests_waiting gauge
@@ -274,3 +275,55 @@ def test_a_rule_longer_than_the_window_is_not_checked_rather_than_ok() -> None:
     assert long.triage is not None and long.triage.primary is not None
     assert long.triage.primary.rule.id == "SD1"
     assert "SD1" not in {u.rule.id for u in long.triage.unchecked}
+
+
+PINNED_TICK = """# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{{engine="0"}} 4
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{{engine="0"}} 20
+# TYPE vllm:kv_cache_usage_perc gauge
+vllm:kv_cache_usage_perc{{engine="0"}} 0.01
+# TYPE vllm:generation_tokens_total counter
+vllm:generation_tokens_total{{engine="0"}} {g}
+# TYPE vllm:request_inference_time_seconds histogram
+vllm:request_inference_time_seconds_sum{{engine="0"}} {busy}
+# TYPE vllm:request_prefill_time_seconds histogram
+vllm:request_prefill_time_seconds_sum{{engine="0"}} {prefill}
+# TYPE vllm:request_prompt_tokens histogram
+vllm:request_prompt_tokens_sum{{engine="0"}} {p}
+vllm:request_prompt_tokens_count{{engine="0"}} {n}
+# TYPE vllm:request_generation_tokens histogram
+vllm:request_generation_tokens_sum{{engine="0"}} {o}
+vllm:request_generation_tokens_count{{engine="0"}} {n}
+# TYPE vllm:cache_config_info gauge
+vllm:cache_config_info{{block_size="16",engine="0",kv_cache_size_tokens="100000"}} 1.0
+"""
+
+
+def pinned_frames(seconds: int) -> list[Frame]:
+    """Running held at 4 with 20 waiting and KV free; nobody said max-num-seqs."""
+    return [
+        frame_from_text(
+            float(t),
+            PINNED_TICK.format(g=100 * t, busy=4 * t, prefill=0.3 * t, p=40 * t, o=256 * t, n=t),
+        )
+        for t in range(seconds)
+    ]
+
+
+def test_a_one_shot_diagnosis_judges_the_window_with_what_the_whole_window_infers() -> None:
+    frames, rules = pinned_frames(13), load_rules()
+    diagnosis = diagnose_frames(TARGET, frames, rules, DiagnoseOptions(read_gpus=False))
+    assert diagnosis.triage is not None and diagnosis.triage.primary is not None
+    assert diagnosis.triage.primary.rule.id == "Q2"
+    setting = diagnosis.config.settings["max_num_seqs"]
+    assert setting.value == 4 and setting.source.startswith("inferred: running held at 4")
+    report = json_report(diagnosis)
+    assert report["primary"]["inferred"]["max_num_seqs"]["value"] == 4
+    assert "max_num_seqs = 4 is inferred" in text_report(diagnosis)
+    # live, the inference comes 10 s in and Q2 must then hold 5 s: not yet at 12 s
+    live = Session(rules, DiagnoseOptions(read_gpus=False))
+    for frame in frames:
+        live.ingest(frame)
+    triage = live.view(TARGET).triage
+    assert triage is not None and "Q2" not in {f.rule.id for f in triage.findings}

@@ -15,24 +15,23 @@ from collections.abc import Sequence
 import pytest
 
 from tests.incidents import (
+    BUDGET,
+    HEALTHY,
+    NO_CACHE,
+    OVER_ADMITTED,
+    SEQ_CAP,
     SETTLE_S,
+    SHORT_PREFIX,
     WINDOW_S,
-    Incident,
     Load,
     LoadProcess,
-    at_sequence_cap,
-    at_token_budget,
     both_modes,
     figures,
     measure,
-    more_clients,
-    no_queue,
-    pool_full,
     provoke,
-    traffic,
     watch,
 )
-from tests.scenarios import LIGHT, NO_PREFIX_CACHE, SEQ_LIMITED, SMALL_BUDGET, STORM
+from tests.scenarios import LIGHT
 from tests.vllm_harness.server import ServerPool
 from vtop.core.diagnose import DiagnoseOptions, Diagnosis, diagnose_url
 from vtop.core.engine import Finding
@@ -43,19 +42,6 @@ from vtop.report import json_report, text_report
 pytestmark = pytest.mark.vllm
 # Ordered so that consecutive tests share one server (the pool keeps one; a start is ~75 s here),
 # ending on the storm server that test_e2e_vllm.py starts with.
-
-BUDGET = Incident("token budget 64", SMALL_BUDGET, Load(16, 400, 8), at_token_budget, more_clients)
-SEQ_CAP = Incident("max-num-seqs 2", SEQ_LIMITED, Load(16, 256, 32), at_sequence_cap, more_clients)
-NO_CACHE = Incident(
-    "prefix caching off", NO_PREFIX_CACHE, Load(2, 160, 16, shared_prefix=128), traffic
-)
-HEALTHY = Incident("healthy light load", LIGHT, Load(2, 32, 32), no_queue)
-SHORT_PREFIX = Incident(
-    "shared prefix < 1 block", STORM, Load(2, 128, 16, shared_prefix=96), traffic
-)
-OVER_ADMITTED = Incident(
-    "preemption storm", STORM, Load(24, 96, 300, stream=True), pool_full, more_clients
-)
 
 
 def found(diagnosis: Diagnosis) -> dict[str, Finding]:

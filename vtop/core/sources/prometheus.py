@@ -7,6 +7,7 @@ gives: one TargetScrape per discovered instance, so the store, rules and views a
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ import httpx
 
 from vtop.core.catalog import is_vllm, sample_type
 from vtop.core.frame import Event, Frame, Sample, ScrapeStatus, Series, TargetScrape
+from vtop.core.sources.bounded_http import BodyError, DeadlineError, bounded_get
 from vtop.core.sources.vllm_http import ScrapeOptions, describe_error, make_client
 
 VLLM_SELECTOR = '{__name__=~"vllm:.+|ray_vllm[:_].+|process_start_time_seconds|up"}'
@@ -28,6 +30,8 @@ KNOWN_SERVERS = (
 """Servers that exposed vLLM series in the last hour: found even when down as vtop starts."""
 DROPPED_LABELS = frozenset({"__name__", "instance", "job"})
 UP = "up"
+MAX_ANSWER_BYTES = 512 * 1024 * 1024
+"""An API answer past this is refused (a range query over a large fleet: narrow --since/--step)."""
 METADATA_REFRESH_S = 300.0
 
 
@@ -49,6 +53,7 @@ class PrometheusClient:
 
     def __init__(self, url: str, options: ScrapeOptions) -> None:
         self.url = url.rstrip("/")
+        self.timeout_s = options.timeout_s
         self.client = make_client(options)
         self.headers = {"Authorization": f"Bearer {options.api_key}"} if options.api_key else {}
 
@@ -58,12 +63,19 @@ class PrometheusClient:
 
     async def _get(self, path: str, params: dict[str, str]) -> Any:
         """GET an API path; the `data` member of a successful answer."""
+        url = str(httpx.URL(self.url + path, params=params))
         try:
-            response = await self.client.get(self.url + path, params=params, headers=self.headers)
+            response = await bounded_get(
+                self.client, url, self.headers, self.timeout_s, MAX_ANSWER_BYTES
+            )
         except httpx.HTTPError as error:
             raise PrometheusError(f"{self.url}: {describe_error(error)}") from error
+        except (DeadlineError, BodyError) as error:
+            raise PrometheusError(f"{self.url}{path}: {error}") from error
         try:
-            body = response.json()
+            body = json.loads(response.content)
+            if not isinstance(body, dict):
+                raise ValueError("not an object")
         except ValueError as error:
             raise PrometheusError(
                 f"{self.url}{path}: HTTP {response.status_code}, not a Prometheus API answer"

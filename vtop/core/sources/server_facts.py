@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 
-from vtop.core.sources.bounded_http import BodyTooLargeError, DeadlineError, bounded_get
+from vtop.core.sources.bounded_http import BodyError, DeadlineError, bounded_get
 
 MAX_FACTS_BYTES = 4 * 1024 * 1024
 Fact = tuple[str, float | str | bool, str]
@@ -62,7 +62,7 @@ async def _json(
     """A JSON document, or None for any failure (no route, not JSON, too big, too slow)."""
     try:
         response = await bounded_get(client, url, headers, timeout_s, MAX_FACTS_BYTES)
-    except (httpx.HTTPError, DeadlineError, BodyTooLargeError):
+    except (httpx.HTTPError, DeadlineError, BodyError):
         return None
     if response.status_code != 200:
         return None

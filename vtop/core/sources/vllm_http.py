@@ -15,7 +15,7 @@ from vtop.core.catalog import is_vllm
 from vtop.core.exposition import ExpositionParser, is_openmetrics
 from vtop.core.frame import Sample, SampleColumns, ScrapeStatus, Series, TargetScrape
 from vtop.core.sources.bounded_http import (
-    BodyTooLargeError,
+    BodyError,
     BoundedResponse,
     DeadlineError,
     bounded_get,
@@ -107,7 +107,7 @@ class VllmHttpSource:
             )
         except DeadlineError as error:
             return self._failed(ScrapeStatus.UNREACHABLE, str(error), started)
-        except BodyTooLargeError as error:
+        except BodyError as error:
             return self._failed(ScrapeStatus.HTTP_ERROR, f"/metrics {error}", started, 200)
         except httpx.HTTPError as error:
             return self._failed(ScrapeStatus.UNREACHABLE, describe_error(error), started)

@@ -1,0 +1,91 @@
+"""Misbehaving endpoints: every scrape ends within its deadline and its byte limit, as the CLI."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.faults.cli import Ran, vtop
+from tests.faults.hostile import bomb, gzip_bomb, gzipped, hostile, huge, trickle, trickle_chunked
+from tests.http_server import Canned, serving
+from tests.payloads import fixture
+from vtop.core.sources.vllm_http import MAX_BODY_BYTES, ScrapeOptions, VllmHttpSource
+
+TIMEOUT_S = 2.0
+STARTUP_S = 4.0
+"""Python, vtop's imports and one NVML probe, on a busy 2-core machine."""
+
+
+def once(url: str) -> Ran:
+    """`vtop --plain --once` with a short timeout: one scrape, a line, an exit code."""
+    return vtop(
+        "--plain", "--once", "--samples", "1", "--insecure", "--timeout", str(TIMEOUT_S), url
+    )
+
+
+@pytest.fixture(scope="module")
+def baseline_rss() -> int:
+    """Peak RSS of the same command against a well-behaved server."""
+    with serving(Canned(body=fixture("underload"))) as url:
+        ran = once(url)
+    assert ran.code == 0, ran.text
+    return ran.peak_rss_bytes
+
+
+def no_traceback(ran: Ran) -> None:
+    assert "Traceback" not in ran.text, ran.text
+
+
+@pytest.mark.parametrize(
+    "behaviour",
+    [trickle(sized=True), trickle(sized=False), trickle_chunked],
+    ids=["sized", "close", "chunked"],
+)
+def test_a_trickling_body_times_out_within_the_deadline(behaviour: object) -> None:
+    with hostile(behaviour) as url:  # type: ignore[arg-type]
+        ran = once(url)
+    no_traceback(ran)
+    assert ran.code == 3 and "timed out" in ran.out, ran.text
+    assert ran.seconds < TIMEOUT_S + STARTUP_S, ran.seconds
+
+
+def test_a_trickling_body_over_https_times_out_within_the_deadline(tmp_path: Path) -> None:
+    with hostile(trickle(sized=True), tls=tmp_path) as url:
+        ran = once(url)
+    no_traceback(ran)
+    assert ran.code == 3 and "timed out" in ran.out, ran.text
+    assert ran.seconds < TIMEOUT_S + STARTUP_S, ran.seconds
+
+
+def test_diagnose_of_a_trickling_endpoint_returns() -> None:
+    with hostile(trickle(sized=False)) as url:
+        ran = vtop("diagnose", url, "--window", "2", "--timeout", str(TIMEOUT_S), "--no-gpu")
+    no_traceback(ran)
+    assert ran.code == 3 and "timed out" in ran.out, ran.text
+    assert ran.seconds < 2 + 2 * TIMEOUT_S + STARTUP_S, ran.seconds
+
+
+@pytest.mark.parametrize(
+    "behaviour",
+    [huge(200 * 1024**2, sized=True), huge(-1, sized=False), bomb],
+    ids=["200MB", "endless", "gzip-bomb"],
+)
+def test_an_oversized_body_is_refused_while_reading(behaviour: object, baseline_rss: int) -> None:
+    assert len(gzip_bomb()) < 3 * 1024**2  # made before serving: about 2 MB on the wire
+    with hostile(behaviour) as url:  # type: ignore[arg-type]
+        ran = once(url)
+    no_traceback(ran)
+    assert ran.code == 3 and "exceeds" in ran.out, ran.text
+    grown = ran.peak_rss_bytes - baseline_rss
+    assert grown < 2 * MAX_BODY_BYTES, f"peak RSS grew {grown / 2**20:.0f} MiB"
+
+
+async def test_a_gzip_body_within_the_limit_is_read() -> None:
+    with hostile(gzipped) as url:
+        source = VllmHttpSource(url, ScrapeOptions(timeout_s=TIMEOUT_S))
+        try:
+            scrape = await source.scrape()
+        finally:
+            await source.close()
+    assert scrape.ok and len(scrape.samples) == 420, scrape.error
