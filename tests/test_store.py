@@ -219,7 +219,7 @@ def test_memory_is_bounded_by_capacity_not_uptime() -> None:
 
 def test_series_limit_drops_new_series_with_an_event() -> None:
     store = Store(max_series=2)
-    events = store.ingest(frame_from_text(0.0, "a 1\nb 2\nc 3\n"))
+    events = store.ingest(frame_from_text(0.0, "vllm:a 1\nvllm:b 2\nvllm:c 3\n"))
     assert store.series_count() == 2
     assert [e.kind for e in events] == ["series_limit"]
 
@@ -338,3 +338,14 @@ def test_an_untyped_total_is_a_counter_across_a_restart() -> None:
     rate = store.rate(series, 3.0, 10.0)
     assert rate is not None and rate > 0
     assert store.increase(series, 3.0, 10.0) == pytest.approx(72 + 10 + 72)
+
+
+def test_junk_that_comes_first_never_costs_the_vllm_series() -> None:
+    junk = "".join(f'junk_metric{{n="{n}"}} 1\n' for n in range(5000))
+    store = Store(max_series=100)
+    for t in range(3):
+        text = junk + f'vllm:num_requests_running{{engine="0"}} {t}\n'
+        store.ingest(frame_from_text(float(t), "# TYPE vllm:num_requests_running gauge\n" + text))
+    (running,) = store.select("vllm:num_requests_running")
+    assert store.latest(running, 2.0) == 2.0
+    assert store.series_count() <= 100 and store.dropped_series > 0

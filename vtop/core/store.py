@@ -32,6 +32,10 @@ later exposes one value ("mostrecent"), so vtop folds them into one series, keep
 (the API servers that receive no engine stats report 0)."""
 DEFAULT_CAPACITY = 3600
 DEFAULT_MAX_SERIES = 50_000
+OTHER_MAX_SERIES = 2_000
+"""Series that are not vLLM's (nor vtop's GPU or restart series) share this smaller cap: a
+payload's junk, however much of it comes first, never costs a vLLM series its ring."""
+KEPT_PREFIXES = ("vllm:", "nvml:")
 DEFAULT_STALE_AFTER_S = 30.0
 MAX_TICK_LOOKUPS = 4096
 
@@ -204,6 +208,7 @@ class Store:
         self.stale_after_s = stale_after_s
         self.tick = -1
         self.dropped_series = 0
+        self._other_series = 0
         self.columns_written = 0
         """Scrapes written as columns (shaped like the target's previous one)."""
         self._times = array("d", [NAN]) * capacity
@@ -337,9 +342,15 @@ class Store:
 
     def _new_track(self, known: _Known) -> _Track | None:
         """Create a series ring, unless the series limit is reached."""
-        if len(self._tracks) >= self.max_series:
+        other = (
+            not known.series.name.startswith(KEPT_PREFIXES) and known.series.name != PROCESS_START
+        )
+        if len(self._tracks) >= self.max_series or (
+            other and self._other_series >= min(OTHER_MAX_SERIES, self.max_series // 2)
+        ):
             self.dropped_series += 1
             return None
+        self._other_series += other
         track = _Track(self.capacity, known.cumulative, self.tick)
         self._tracks[known.series] = track
         self._by_name.setdefault(known.series.name, []).append(known.series)
@@ -364,7 +375,10 @@ class Store:
             message = f"{resets} counters reset (vLLM restarted?)"
             events.append(Event(timestamp, "counter_reset", target, message))
         if self.dropped_series > dropped_before:
-            message = f"series limit {self.max_series} reached; new series dropped"
+            message = (
+                f"series limit reached ({self.max_series} in all, {OTHER_MAX_SERIES} not from "
+                "vLLM); new series dropped"
+            )
             events.append(Event(timestamp, "series_limit", target, message))
         return events
 
