@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import sys
 
@@ -14,6 +13,7 @@ from rich.table import Table
 
 from vtop.core.bench import Bench, BenchConfig, BenchReport, Lengths, Percentiles
 from vtop.core.sources.vllm_http import API_KEY_ENV, DEFAULT_URL
+from vtop.core.strict_json import strict_json
 
 
 def bench_parser() -> argparse.ArgumentParser:
@@ -135,7 +135,7 @@ def bench_main(argv: list[str]) -> int:
         print(f"vtop bench: cannot run against {config.url}: {error}", file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps(report.as_dict(), indent=2))
+        print(strict_json(report.as_dict()))
     else:
         print_report(Console(), report)
     return 1 if report.failed else 0

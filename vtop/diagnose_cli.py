@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 import time
 from dataclasses import replace
@@ -28,6 +27,7 @@ from vtop.core.rule_tests import run_rule_tests
 from vtop.core.rules import PACKAGED, Rule, RuleFileError, load_rules
 from vtop.core.sources.prometheus import PrometheusError
 from vtop.core.sources.vllm_http import DEFAULT_URL
+from vtop.core.strict_json import strict_json
 from vtop.report import fleet_json_report, fleet_text_report, json_report, text_report
 
 
@@ -88,7 +88,7 @@ def diagnose_main(argv: list[str]) -> int:
             return EXIT_UNKNOWN
     else:
         diagnosis = asyncio.run(diagnose_url(args.url, rules, options, scrape_options(args)))
-    print(json.dumps(json_report(diagnosis), indent=2) if args.json else text_report(diagnosis))
+    print(strict_json(json_report(diagnosis)) if args.json else text_report(diagnosis))
     return diagnosis.exit_code
 
 
@@ -115,7 +115,7 @@ def diagnose_from_prometheus(
         print(f"vtop diagnose: {error}", file=sys.stderr)
         return EXIT_UNKNOWN
     report = fleet_json_report(fleet) if args.json else None
-    print(json.dumps(report, indent=2) if report else fleet_text_report(fleet))
+    print(strict_json(report) if report else fleet_text_report(fleet))
     return fleet.exit_code
 
 

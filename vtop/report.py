@@ -76,11 +76,12 @@ def text_report(diagnosis: Diagnosis) -> str:
     lines = [f"vtop diagnose {diagnosis.target} over {diagnosis.window_s:.0f} s"]
     if diagnosis.triage is None:
         lines.append(f"VERDICT: could not diagnose - {diagnosis.reason}")
-        return "\n".join(lines)
+        return "\n".join(lines + _quality_lines(diagnosis))
     triage = diagnosis.triage
     lines.append(f"VERDICT: {diagnosis.verdict.upper()}")
     if triage.primary is None or triage.primary.rule.severity == "info":
         lines.append("No warning or critical finding.")
+    lines += _quality_lines(diagnosis)
     for index, finding in enumerate(triage.findings):
         lines.append("")
         lines.append("PRIMARY" if index == 0 and finding.rule.severity != "info" else "ALSO")
@@ -92,6 +93,14 @@ def text_report(diagnosis: Diagnosis) -> str:
         lines += [f"  {u.rule.id} {u.rule.title}: {u.how}" for u in triage.unchecked]
     lines += [f"rule error: {error}" for error in triage.errors]
     return "\n".join(lines)
+
+
+def _quality_lines(diagnosis: Diagnosis) -> list[str]:
+    """What the endpoint exposed that no vLLM can (its values were left out of the triage)."""
+    if not diagnosis.data_quality:
+        return []
+    lines = ["", "DATA QUALITY (these values were left out; figures built on them may be off)"]
+    return lines + [f"  {defect}" for defect in diagnosis.data_quality[:20]]
 
 
 def _statistics_lines(diagnosis: Diagnosis) -> list[str]:
@@ -169,6 +178,9 @@ def json_report(diagnosis: Diagnosis) -> dict[str, Any]:
             k: {"value": v.value, "source": v.source} for k, v in diagnosis.config.settings.items()
         },
         "events": diagnosis.events,
+        "data_quality": [
+            {"kind": d.kind, "line": d.line, "text": d.text} for d in diagnosis.data_quality
+        ],
     }
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from vtop import __version__
 from vtop.core.frame import Frame, GpuSnapshot
 from vtop.core.recorder import RecordingWriter
+from vtop.core.strict_json import strict_json
 
 RECORDING = "recording.vtoprec"
 LOG_TAIL_LINES = 2000
@@ -61,7 +62,7 @@ def _texts(frames: list[Frame], contents: BundleContents) -> dict[str, str]:
     gpu = next((f.gpu for f in reversed(frames) if f.gpu is not None), None)
     log_lines = [line for f in frames for line in f.log_lines] or list(contents.log_lines)
     texts = {
-        "findings.json": json.dumps(contents.findings, indent=2),
+        "findings.json": strict_json(contents.findings),
         "versions.json": json.dumps(_versions(contents, gpu), indent=2),
         "gpus.json": json.dumps(_gpus(gpu), indent=2),
         "README.txt": _readme(frames),

@@ -14,9 +14,10 @@ from vtop.core.engine import Triage, Unchecked
 from vtop.core.frame import Frame, ScrapeStatus, TargetScrape
 from vtop.core.poller import poll
 from vtop.core.promql.ast import selectors
+from vtop.core.quality import Defect
 from vtop.core.rules import Rule
 from vtop.core.server_config import ServerConfig
-from vtop.core.session import FLEET_VIEW, Session
+from vtop.core.session import FLEET_VIEW, Session, alternation_text
 from vtop.core.sources.nvml import NvmlSource
 from vtop.core.sources.prometheus import PrometheusClient, PrometheusError, history_frames
 from vtop.core.sources.vllm_http import ScrapeOptions, VllmHttpSource
@@ -44,21 +45,26 @@ class Diagnosis:
     summary: TargetSummary | None
     reason: str | None = None
     events: list[str] = field(default_factory=list)
+    data_quality: list[Defect] = field(default_factory=list)
+    """What the endpoint exposed that no vLLM can, during the window (distinct, in order)."""
 
     @property
     def verdict(self) -> str:
-        """critical, warning, ok, or unknown (could not diagnose)."""
+        """critical, warning, ok, or unknown (could not diagnose); bad data is never ok."""
         if self.triage is None:
             return "unknown"
         severity = self.triage.severity
-        return "ok" if severity in ("ok", "info") else severity
+        if severity in ("ok", "info"):
+            return "warning" if self.data_quality else "ok"
+        return severity
 
     @property
     def exit_code(self) -> int:
-        """0 healthy, 1 warning, 2 critical, 3 could not diagnose."""
+        """0 healthy, 1 warning (or bad data), 2 critical, 3 could not diagnose."""
         if self.triage is None:
             return EXIT_UNKNOWN
-        return EXIT_BY_SEVERITY[self.triage.severity]
+        code = EXIT_BY_SEVERITY[self.triage.severity]
+        return max(code, EXIT_WARNING) if self.data_quality else code
 
 
 def had_traffic(store: Store, target: str, now: float, window: float) -> bool:
@@ -190,6 +196,9 @@ def _target_diagnosis(session: Session, target: str, frames: list[Frame]) -> Dia
     window = now - frames[0].timestamp
     events = [f"{m.kind}: {m.text}" for m in session.marks if m.target == target]
     diagnosis = Diagnosis(target, now, window, view.triage, view.config, None, events=events)
+    diagnosis.data_quality = list(
+        {(d.kind, d.line): d for _, d in reversed(view.defects)}.values()
+    )[::-1]
     reason = _no_diagnosis_reason(session.store, target, now, window, view.last_scrape)
     if reason is not None:
         diagnosis.triage, diagnosis.reason = None, reason
@@ -246,6 +255,9 @@ def _no_diagnosis_reason(
         if scrape.status is ScrapeStatus.NOT_VLLM:
             return f"not a vLLM endpoint: {scrape.error}"
         return f"{scrape.status.value}: {scrape.error}"
+    processes = store.alternating(target, now, window + 1)
+    if processes:
+        return alternation_text(processes)
     if not had_traffic(store, target, now, window):
         return "no traffic during the window: nothing ran, waited or was generated"
     return None

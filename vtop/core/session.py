@@ -17,6 +17,7 @@ from vtop.core.engine import Engine, Finding, Triage
 from vtop.core.exposition_writer import exposition_text
 from vtop.core.frame import Frame, GpuSnapshot, ScrapeStatus, TargetScrape
 from vtop.core.inference import Inferences
+from vtop.core.quality import Defect, QualityChecker
 from vtop.core.rules import Rule
 from vtop.core.server_config import ServerConfig, Setting
 from vtop.core.store import DEFAULT_CAPACITY, Store
@@ -43,6 +44,7 @@ STORE_TICKS_X_SERVERS = 14_400
 """Ticks x servers the store keeps (history shrinks as servers are added, to bound memory)."""
 MIN_STORE_TICKS = 400
 """Never fewer: the rules' longest window is 5 minutes."""
+DEFECTS_KEPT = 200
 QUIET_BEFORE_MARK_S = 60.0
 """A burst or saturation is marked again only after this long without one."""
 
@@ -68,6 +70,11 @@ class TargetView:
     base_config: ServerConfig = field(default_factory=ServerConfig)
     """What the server, its flags and its log say (no inference)."""
     inferences: Inferences = field(default_factory=Inferences)
+    quality: QualityChecker = field(default_factory=QualityChecker)
+    defects: deque[tuple[float, Defect]] = field(default_factory=lambda: deque(maxlen=DEFECTS_KEPT))
+    """Data-quality defects seen recently (time, defect)."""
+    alternating: int = 0
+    """Processes answering this URL in turn (0: one); no triage while they alternate."""
     triage: Triage | None = None
     last_scrape: TargetScrape | None = None
     last_ok_scrape: TargetScrape | None = None
@@ -219,6 +226,7 @@ class Session:
         view.last_scrape = view.last_ok_scrape = scrape
         self.exited.pop(scrape.target, None)
         now, window = frame.timestamp, self.options.window_s
+        self._check_quality(view, scrape, now)
         if judged:
             summary = summarize(self.store, scrape.target, now, window)
         else:
@@ -227,10 +235,24 @@ class Session:
         view.history.append((now, summary))
         if not judged:
             return
+        view.alternating = self.store.alternating(scrape.target, now, ALTERNATION_WINDOW_S)
+        if view.alternating:
+            view.triage = Triage((), (), (alternation_text(view.alternating),))
+            return
         view.config = self._with_inferences(view, now)
         triage = self.engine.evaluate(self.store, scrape.target, now, view.config.pseudo_metrics())
         self._mark_findings(view, triage, now)
         view.triage = triage
+
+    def _check_quality(self, view: TargetView, scrape: TargetScrape, now: float) -> None:
+        """Keep the scrape's data-quality defects; mark a kind when it first appears."""
+        before = {defect.kind for when, defect in view.defects if when >= now - QUIET_BEFORE_MARK_S}
+        found = view.quality.check(scrape, self.store.defects(scrape.target))
+        for defect in found:
+            view.defects.append((now, defect))
+        for kind in sorted({d.kind for d in found} - before):
+            first = next(d for d in found if d.kind == kind)
+            self.marks.append(Mark(now, "data_quality", view.target, str(first)))
 
     def _with_inferences(self, view: TargetView, now: float) -> ServerConfig:
         """The view's config with what the engine's behaviour shows (see inference.py)."""
@@ -292,6 +314,19 @@ def _text_only(scrape: TargetScrape) -> TargetScrape:
 def _text_size(frame: Frame) -> int:
     """Characters of /metrics text a frame holds."""
     return sum(len(scrape.raw_text) for scrape in frame.scrapes)
+
+
+ALTERNATION_WINDOW_S = 300.0
+"""A process start time that came back within this long means the URL alternates."""
+
+
+def alternation_text(processes: int) -> str:
+    """What to say about a URL answered by several processes in turn."""
+    return (
+        f"this URL alternates between {processes} vLLM processes (their start times come back "
+        "in turn: a load balancer in front of replicas); its counters jump both ways, so no "
+        "diagnosis is made from it: scrape each replica's own URL"
+    )
 
 
 def store_ticks_for(servers: int) -> int:

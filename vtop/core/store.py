@@ -13,7 +13,7 @@ import math
 from array import array
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from operator import itemgetter, lt
 
 from vtop.core.catalog import Normalizer, sample_type
@@ -36,11 +36,31 @@ OTHER_MAX_SERIES = 2_000
 """Series that are not vLLM's (nor vtop's GPU or restart series) share this smaller cap: a
 payload's junk, however much of it comes first, never costs a vLLM series its ring."""
 KEPT_PREFIXES = ("vllm:", "nvml:")
+STARTS_KEPT = 16
+AT_MOST_ONE = frozenset({"vllm:kv_cache_usage_perc"})
+"""Ratios that cannot exceed 1 (a little above, from float rounding, is tolerated)."""
 DEFAULT_STALE_AFTER_S = 30.0
 MAX_TICK_LOOKUPS = 4096
 
 Matchers = Mapping[str, str]
 Measure = Callable[[Series, float, float], float | None]
+
+
+def _possible(name: str, value: float) -> bool:
+    """Whether a vLLM series can have this value."""
+    if not 0 <= value < math.inf:
+        return False
+    return value <= 1.000001 if name in AT_MOST_ONE else True
+
+
+DEFECTS_KEPT = 5
+
+
+def _note(state: _TargetState, kind: str, known: _Known) -> None:
+    """Remember a defect of this scrape (the first few series of each kind)."""
+    found = state.defects.setdefault(kind, [])
+    if len(found) < DEFECTS_KEPT:
+        found.append(known.raw)
 
 
 def _group(series: Series, keep: frozenset[str]) -> Labels:
@@ -112,7 +132,7 @@ class _Track:
 class _Known:
     """A target's raw series resolved to its stored identity and ring."""
 
-    __slots__ = ("alias", "cumulative", "fold", "raw", "series", "track")
+    __slots__ = ("alias", "cumulative", "fold", "raw", "series", "track", "vllm")
 
     def __init__(
         self, raw: Series, series: Series, alias: bool, cumulative: bool, fold: bool = False
@@ -123,6 +143,8 @@ class _Known:
         self.cumulative = cumulative
         self.fold = fold
         """One of several per-process copies of a gauge (a `pid` label): the largest is kept."""
+        self.vllm = series.name.startswith("vllm:")
+        """vLLM's values are counts, tokens, seconds and ratios: never negative or infinite."""
         self.track: _Track | None = None
 
 
@@ -138,7 +160,9 @@ class _Columns:
     __slots__ = (
         "cumulative",
         "last_grown",
+        "pick_checked",
         "pick_cumulative",
+        "pick_ratios",
         "raw",
         "start_index",
         "tick",
@@ -152,13 +176,25 @@ class _Columns:
         indices = [i for i, track in enumerate(tracks) if track.cumulative]
         self.cumulative = [tracks[i] for i in indices]
         self.pick_cumulative = picker(indices)
+        checked = [i for i, series in enumerate(raw) if series.name.startswith("vllm:")]
+        self.pick_checked = picker(checked) if checked else None
+        ratios = [i for i, series in enumerate(raw) if series.name in AT_MOST_ONE]
+        self.pick_ratios = picker(ratios) if ratios else None
         self.last_grown = tuple(track.last_raw for track in self.cumulative)
         self.start_index = next(
             (i for i, series in enumerate(raw) if series.name == PROCESS_START), None
         )
 
     def write(self, values: list[float], tick: int, row: int) -> bool:
-        """Write one scrape's values at `tick`; False (nothing written) if a counter went down."""
+        """Write one scrape's values at `tick`; False (nothing written) if a counter went down
+        or a vLLM value is impossible (the sample path then judges each one)."""
+        if self.pick_checked is not None:
+            checked: tuple[float, ...] = self.pick_checked(values)
+            total = sum(checked)
+            if not (total == total and total < math.inf and min(checked) >= 0):
+                return False
+        if self.pick_ratios is not None and max(self.pick_ratios(values)) > 1.000001:
+            return False
         if self.cumulative:
             grown = self.pick_cumulative(values)
             if any(map(lt, grown, self.last_grown)):
@@ -189,6 +225,14 @@ class _TargetState:
     last_ok_tick: int = -1
     process_start: float | None = None
     columns: _Columns | None = None
+    starts: list[float] = field(default_factory=list)
+    """Process start times seen, newest last (at most STARTS_KEPT): one coming back means the
+    URL alternates between processes (a load balancer), not that vLLM restarted."""
+    defects: dict[str, list[Series]] = field(default_factory=dict)
+    """Defects of this scrape by kind (impossible value, duplicate, counter going back): the
+    first few raw series of each."""
+    alternating_tick: int = -1
+    """The last tick at which a process start time seen before came back."""
 
 
 class Store:
@@ -248,6 +292,7 @@ class Store:
         if state.columns is not None:
             state.columns.settle()
         restarted = self._restarted(state, scrape)
+        state.defects = {}
         resets, dropped_before = 0, self.dropped_series
         aliases: list[tuple[_Known, float]] = []
         for sample in scrape.samples:
@@ -257,11 +302,11 @@ class Store:
             if known.alias or known.fold:
                 aliases.append((known, sample.value))
             else:
-                resets += self._write(known, sample.value, restarted)
+                resets += self._write(known, sample.value, restarted, state)
         for known, value in aliases:
             track = known.track or self._tracks.get(known.series)
             if track is None or track.last_tick != self.tick:
-                resets += self._write(known, value, restarted)
+                resets += self._write(known, value, restarted, state)
             elif known.fold:
                 row = self.tick % self.capacity
                 track.values[row] = max(track.values[row], value)
@@ -298,10 +343,32 @@ class Store:
         return _Columns(raw, tracks, self.tick)
 
     def _restarted(self, state: _TargetState, scrape: TargetScrape) -> bool:
-        """True when the target's process start time changed since its last scrape."""
+        """True when the target's process start time changed since its last scrape (and note
+        a start time coming back: the URL alternates between processes)."""
         start = next((s.value for s in scrape.samples if s.series.name == PROCESS_START), None)
         previous, state.process_start = state.process_start, start
-        return previous is not None and start is not None and start != previous
+        changed = previous is not None and start is not None and start != previous
+        if start is not None and (not state.starts or state.starts[-1] != start):
+            if start in state.starts:
+                state.alternating_tick = self.tick
+            state.starts = [*state.starts[-STARTS_KEPT + 1 :], start]
+        return changed
+
+    def alternating(self, target: str, now: float, window: float) -> int:
+        """How many processes answer the target's URL in turn, 0 when one does: a start time
+        that came back within `window` of `now` (a load balancer in front of several)."""
+        state = self._targets.get(target)
+        if state is None or state.alternating_tick < self.oldest_tick:
+            return 0
+        if self.time_of(state.alternating_tick) < now - window:
+            return 0
+        return len(set(state.starts))
+
+    def defects(self, target: str) -> dict[str, list[Series]]:
+        """Defects of the target's last scrape by kind, with the first few raw series (see
+        `_write`)."""
+        state = self._targets.get(target)
+        return dict(state.defects) if state is not None else {}
 
     def _resolve(self, state: _TargetState, scrape: TargetScrape, raw: Series) -> _Known:
         """Canonical name, instance label and cumulativeness of a new raw series."""
@@ -320,21 +387,37 @@ class Store:
         state.known[id(raw)] = known
         return known
 
-    def _write(self, known: _Known, value: float, restarted: bool) -> int:
-        """Store one value at the current tick; return 1 if it was a counter reset."""
+    def _write(self, known: _Known, value: float, restarted: bool, state: _TargetState) -> int:
+        """Store one value at the current tick; return 1 if it was a counter reset.
+
+        A vLLM value no metric can have (NaN, infinite, negative, a usage ratio above 1) is
+        stored as absent; a series written twice in one scrape keeps its first value; a counter
+        that goes down while the process start time is known and unchanged is a defect of the
+        endpoint, not a restart: its previous value is held. Each is noted in `state.defects`.
+        """
         track = known.track
         if track is None:
             track = known.track = self._tracks.get(known.series) or self._new_track(known)
             if track is None:
                 return 0
+        if track.last_tick == self.tick:
+            _note(state, "duplicate series", known)
+            return 0
         if track.last_tick < self.tick - 1:
             self._fill_gap(track)
+        if known.vllm and not _possible(known.series.name, value):
+            _note(state, "impossible value", known)
+            value = NAN
         reset = 0
-        if track.cumulative:
+        if track.cumulative and not math.isnan(value):
             previous = track.last_raw
             if not math.isnan(previous) and (value < previous or restarted):
-                track.record_reset(self.tick, previous, self.oldest_tick)
-                reset = 1
+                if not restarted and state.process_start is not None:
+                    _note(state, "counter went backwards", known)
+                    value = previous
+                else:
+                    track.record_reset(self.tick, previous, self.oldest_tick)
+                    reset = 1
             track.last_raw = value
         track.values[self.tick % self.capacity] = value
         track.last_tick = self.tick

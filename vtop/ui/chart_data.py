@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -73,12 +74,16 @@ CHARTS = (
 def line_points(
     history: Iterable[tuple[float, TargetSummary]], line: LineSpec, now: float, span: float
 ) -> tuple[list[float], list[float]]:
-    """(seconds relative to now, value) for the known values within the span."""
+    """(seconds relative to now, value) for the known values within the span; a value no chart
+    can hold (NaN, infinite, negative: every charted figure is a count, a rate or a time) is left
+    out, never plotted (the endpoint's data-quality report names it)."""
     xs: list[float] = []
     ys: list[float] = []
     for timestamp, summary in history:
         value = getattr(summary, line.field)
-        if value is not None and now - span <= timestamp <= now:
+        if value is None or not 0 <= value < math.inf:
+            continue
+        if now - span <= timestamp <= now:
             xs.append(timestamp - now)
             ys.append(value * line.scale)
     return xs, ys
