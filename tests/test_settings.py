@@ -49,7 +49,10 @@ def test_config_path_order(tmp_path: Path) -> None:
         ("interval_s = 'fast'\n", "interval_s = 'fast'"),
         ("interval_s = \n", "config.toml"),
         ("hidden_panels = ['charts']\n", "unknown panel(s) charts"),
-        ("interval_s = -1\n", "must be positive"),
+        ("interval_s = -1\n", "config.toml:1: interval_s = -1: must be a positive number"),
+        ("interval_s = true\n", "config.toml:1: interval_s = True: expected float"),
+        ("# mine\nrules_dir = 42\n", "config.toml:2: rules_dir = 42: expected str"),
+        ("history_s = -5\n", "config.toml:1: history_s = -5: must be a positive number"),
     ],
 )
 def test_bad_config_names_the_file_and_setting(tmp_path: Path, text: str, message: str) -> None:
@@ -61,3 +64,20 @@ def test_bad_config_names_the_file_and_setting(tmp_path: Path, text: str, messag
 def test_bad_env_value_names_the_variable(tmp_path: Path) -> None:
     with pytest.raises(SettingsError, match=r"\$VTOP_LOW_REDRAW"):
         load_settings({}, {"XDG_CONFIG_HOME": str(tmp_path), "VTOP_LOW_REDRAW": "maybe"})
+
+
+def test_a_config_file_that_is_not_text_or_not_a_file_is_named(tmp_path: Path) -> None:
+    env = write_config(tmp_path, "")
+    config = config_path(env)
+    config.write_bytes(b"interval_s = 2\nurls = ['\xff\xfe']\n")
+    with pytest.raises(SettingsError, match=r"config.toml:2: not UTF-8"):
+        load_settings({}, env)
+    config.unlink()
+    config.mkdir()
+    with pytest.raises(SettingsError, match=r"config\.toml: not a file"):
+        load_settings({}, env)
+
+
+def test_a_missing_file_named_by_vtop_config_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(SettingsError, match=r"nope.toml: no such file \(named by \$VTOP_CONFIG\)"):
+        load_settings({}, {"VTOP_CONFIG": str(tmp_path / "nope.toml")})

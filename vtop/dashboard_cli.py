@@ -10,7 +10,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from vtop.core.bundle import extract_recording, is_bundle
+from vtop.core.bundle import extract_recording, is_bundle, not_a_recording
 from vtop.core.feeds import Feed, LiveFeed, RecordingFeed, ReplayFeed
 from vtop.core.frame import Frame
 from vtop.core.process import ServerState
@@ -106,6 +106,10 @@ def live_dashboard(args: argparse.Namespace, options: ScrapeOptions) -> int:
 
 def read_frames(path: Path, prog: str = "vtop replay") -> list[Frame] | None:
     """Every complete frame of a recording or bundle; problems go to stderr."""
+    problem = not_a_recording(path)
+    if problem is not None:
+        print(f"{prog}: {problem}", file=sys.stderr)
+        return None
     if is_bundle(path):
         with tempfile.TemporaryDirectory() as scratch:
             return read_frames(extract_recording(path, Path(scratch)), prog)

@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from vtop.core.bundle import is_bundle
+from vtop.core.bundle import not_a_recording
 from vtop.core.diagnose import (
     EXIT_UNKNOWN,
     DiagnoseOptions,
@@ -22,7 +22,6 @@ from vtop.core.diagnose import (
     diagnose_url,
 )
 from vtop.core.promql.parser import PromQLError, parse_duration
-from vtop.core.recorder import is_recording
 from vtop.core.rule_tests import run_rule_tests
 from vtop.core.rules import PACKAGED, Rule, RuleFileError, load_rules
 from vtop.core.sources.prometheus import PrometheusError
@@ -82,14 +81,32 @@ def diagnose_main(argv: list[str]) -> int:
     options = DiagnoseOptions(args.window, args.interval, args.vllm_args, log_text, not args.no_gpu)
     if args.prometheus:
         return diagnose_from_prometheus(args, rules, options)
-    if is_recording(args.url) or is_bundle(Path(args.url)):
-        diagnosis = diagnose_recording(Path(args.url), args.target, rules, options)
+    path = file_argument(args.url)
+    if path is not None:
+        problem = not_a_recording(path)
+        if problem is not None:
+            print(f"vtop diagnose: {problem}", file=sys.stderr)
+            return EXIT_UNKNOWN
+        diagnosis = diagnose_recording(path, args.target, rules, options)
         if diagnosis is None:
             return EXIT_UNKNOWN
     else:
         diagnosis = asyncio.run(diagnose_url(args.url, rules, options, scrape_options(args)))
     print(strict_json(json_report(diagnosis)) if args.json else text_report(diagnosis))
     return diagnosis.exit_code
+
+
+RECORDING_SUFFIXES = (".vtoprec", ".tar.gz", ".tgz")
+
+
+def file_argument(text: str) -> Path | None:
+    """The path a URL-or-recording argument names, None when it is a URL: an existing path, or
+    one that looks like a file (a recording's suffix, or starting with / ./ ../ ~)."""
+    if "://" in text:
+        return None
+    path = Path(text).expanduser()
+    looks_like_file = text.endswith(RECORDING_SUFFIXES) or text.startswith(("/", "./", "../", "~"))
+    return path if path.exists() or looks_like_file else None
 
 
 def diagnose_from_prometheus(
@@ -125,7 +142,9 @@ def diagnose_recording(
     """Triage a recording with the same code as live data; None when it holds no frame."""
     from vtop.dashboard_cli import read_frames
 
-    frames = read_frames(path, "vtop diagnose") or []
+    frames = read_frames(path, "vtop diagnose")
+    if frames is None:
+        return None
     targets = [scrape.target for frame in frames for scrape in frame.scrapes]
     if not targets:
         print(f"vtop diagnose: {path} holds no complete frame", file=sys.stderr)
@@ -154,9 +173,25 @@ def export_rules(rules: list[Rule]) -> dict[str, Any]:
     }
 
 
+EXIT_USAGE = 2
+
+
+def rule_directory_problem(directory: Path) -> str | None:
+    """Why a directory given to `vtop rules` or --rules holds no rules (None when it does)."""
+    if not directory.exists():
+        return f"{directory}: no such directory"
+    if not directory.is_dir():
+        return f"{directory}: not a directory"
+    if not any(directory.glob("*.yaml")):
+        return f"{directory}: no rule files (*.yaml) in it"
+    return None
+
+
 def rules_main(argv: list[str]) -> int:
-    """`vtop rules check DIR` / `vtop rules export` / `vtop rules test DIR`."""
-    parser = argparse.ArgumentParser(prog="vtop rules")
+    """`vtop rules check DIR` / `test DIR` / `export [--rules DIR]` / `path`."""
+    parser = argparse.ArgumentParser(
+        prog="vtop rules", description="rule files: check, test, export"
+    )
     sub = parser.add_subparsers(dest="action", required=True)
     check = sub.add_parser("check", help="validate rule files; errors as file:line")
     check.add_argument("directory", type=Path)
@@ -164,18 +199,31 @@ def rules_main(argv: list[str]) -> int:
     test.add_argument("directory", type=Path)
     export = sub.add_parser("export", help="print Prometheus alerting rules")
     add_rules_option(export)
+    sub.add_parser("path", help="print where the shipped rules are")
     args = parser.parse_args(argv)
-    if args.action == "export":
-        print(yaml.safe_dump(export_rules(rules_from(args)), sort_keys=False, width=120))
+    if args.action == "path":
+        print(PACKAGED)
         return 0
+    directories = args.rules if args.action == "export" else [args.directory]
+    for directory in directories:
+        problem = rule_directory_problem(directory)
+        if problem is not None:
+            print(f"vtop rules {args.action}: {problem}", file=sys.stderr)
+            return EXIT_USAGE
     try:
-        rules = load_rules([args.directory])
+        rules = rules_from(args) if args.action == "export" else load_rules([args.directory])
     except RuleFileError as error:
         print(error, file=sys.stderr)
         return 1
+    if args.action == "export":
+        print(yaml.safe_dump(export_rules(rules), sort_keys=False, width=120))
+        return 0
     if args.action == "check":
         print(f"{len(rules)} rules OK in {args.directory}")
         return 0
+    if not (args.directory / "tests").is_dir():
+        print(f"vtop rules test: {args.directory / 'tests'}: no such directory", file=sys.stderr)
+        return EXIT_USAGE
     problems, _ = run_rule_tests(args.directory)
     for problem in problems:
         print(problem, file=sys.stderr)

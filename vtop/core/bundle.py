@@ -15,7 +15,7 @@ from typing import Any
 
 from vtop import __version__
 from vtop.core.frame import Frame, GpuSnapshot
-from vtop.core.recorder import RecordingWriter
+from vtop.core.recorder import RecordingWriter, is_recording
 from vtop.core.strict_json import strict_json
 
 RECORDING = "recording.vtoprec"
@@ -32,12 +32,47 @@ class BundleContents:
     vllm_version: str | None = None
 
 
+GZIP_MAGIC = b"\x1f\x8b"
+MEMBERS_LOOKED_AT = 64
+"""A bundle holds a handful of files; a tarball without the recording among its first members
+is not one (and a large file is never read through to find out)."""
+
+
 def is_bundle(path: Path) -> bool:
-    """True for a tarball that holds a vtop recording."""
-    if not path.is_file() or not tarfile.is_tarfile(path):
+    """True for a gzipped tarball that holds a vtop recording among its first members."""
+    try:
+        with path.open("rb") as file:
+            if file.read(2) != GZIP_MAGIC:
+                return False
+        with tarfile.open(path, "r:gz") as tar:
+            for _ in range(MEMBERS_LOOKED_AT):
+                member = tar.next()
+                if member is None:
+                    return False
+                if member.name == RECORDING:
+                    return True
+    except (OSError, tarfile.TarError, EOFError):
         return False
-    with tarfile.open(path) as tar:
-        return RECORDING in tar.getnames()
+    return False
+
+
+def not_a_recording(path: Path) -> str | None:
+    """Why a path cannot be read as a recording or bundle (None when it can), found at once."""
+    if not path.exists():
+        return f"{path}: no such file"
+    if path.is_dir():
+        return f"{path}: is a directory, not a recording"
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as file:
+            start = file.read(16)
+    except OSError as error:
+        return f"{path}: cannot read: {error.strerror or error}"
+    if size == 0:
+        return f"{path}: empty file, not a vtop recording"
+    if is_recording(str(path)) or is_bundle(path):
+        return None
+    return f"{path}: not a vtop recording or bundle (it starts with {start[:12]!r})"
 
 
 def write_bundle(path: Path, frames: Iterable[Frame], contents: BundleContents) -> Path:

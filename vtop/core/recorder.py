@@ -149,12 +149,16 @@ class RecordingReader:
     def __iter__(self) -> Iterator[Frame]:
         with self.path.open("rb") as file:
             _read_header(file, self.path)
-            for payload in self._records(file):
-                frame = self._decode(json.loads(zlib.decompress(payload)))
+            for offset, payload in self._records(file):
+                try:
+                    frame = self._decode(json.loads(zlib.decompress(payload)))
+                except (zlib.error, ValueError, KeyError, TypeError, AttributeError):
+                    self.problem = _damage(self.path, "damaged record (not a frame)", offset)
+                    return
                 self.frames_read += 1
                 yield frame
 
-    def _records(self, file: BinaryIO) -> Iterator[bytes]:
+    def _records(self, file: BinaryIO) -> Iterator[tuple[int, bytes]]:
         """Complete, intact records; stop at the first incomplete or damaged one."""
         while True:
             offset = file.tell()
@@ -165,14 +169,17 @@ class RecordingReader:
                 self.problem = _damage(self.path, "truncated record header", offset)
                 return
             length, crc = RECORD_HEAD.unpack(head)
-            data = file.read(length) if length <= MAX_RECORD else b""
-            if len(data) < length or length > MAX_RECORD:
+            if length > MAX_RECORD:
+                self.problem = _damage(self.path, "damaged record (impossible length)", offset)
+                return
+            data = file.read(length)
+            if len(data) < length:
                 self.problem = _damage(self.path, "truncated record", offset)
                 return
             if zlib.crc32(data) != crc:
                 self.problem = _damage(self.path, "damaged record (CRC mismatch)", offset)
                 return
-            yield data
+            yield offset, data
 
     def _decode(self, data: dict[str, Any]) -> Frame:
         """A stored frame back to a Frame, samples parsed again from the text."""

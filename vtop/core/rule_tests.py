@@ -15,7 +15,7 @@ from vtop.core.exposition import ExpositionParser
 from vtop.core.frame import Frame, Sample, ScrapeStatus, Series, TargetScrape
 from vtop.core.inference import Inferences
 from vtop.core.promql.parser import parse_duration
-from vtop.core.rules import Rule, load_rules, rule_files
+from vtop.core.rules import Rule, RuleFileError, load_rules, read_text_file, rule_files
 from vtop.core.server_config import NUMERIC
 from vtop.core.store import INSTANCE, Store
 
@@ -203,14 +203,68 @@ def _same_number(actual: object, expected: str) -> bool:
 
 
 def run_test_file(path: Path, rules: list[Rule]) -> Outcome:
-    """Run every case of one test file."""
-    document = yaml.load(path.read_text(), Loader=yaml.BaseLoader)
-    outcome = Outcome(path, str(document.get("rule_file", "")))
-    for case in document.get("tests", []):
-        failures, fired = run_case(rules, case)
+    """Run every case of one test file; a file or case that is not a test is a failure naming
+    the file and line, never an exception."""
+    outcome = Outcome(path, "")
+    try:
+        text = read_text_file(path)
+        document = yaml.load(text, Loader=yaml.BaseLoader)
+        lines = _case_lines(text)
+    except RuleFileError as error:
+        outcome.failures.append(str(error))
+        return outcome
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else 1
+        outcome.failures.append(f"{path}:{line}: invalid YAML: {error}")
+        return outcome
+    cases = document.get("tests") if isinstance(document, dict) else None
+    if not isinstance(cases, list):
+        outcome.failures.append(f"{path}:1: expected a mapping with a 'tests' list")
+        return outcome
+    outcome.rule_file = str(document.get("rule_file", ""))
+    for index, case in enumerate(cases):
+        where = f"{path}:{lines[index] if index < len(lines) else 1}"
+        problem = _case_problem(case)
+        if problem is not None:
+            outcome.failures.append(f"{where}: {problem}")
+            continue
+        try:
+            failures, fired = run_case(rules, case)
+        except (ValueError, KeyError, TypeError, AttributeError) as error:
+            outcome.failures.append(f"{where}: [{case.get('name', '?')}] not a valid case: {error}")
+            continue
         outcome.failures += [f"{path.name} [{case.get('name', '?')}]: {f}" for f in failures]
         outcome.fired |= fired
     return outcome
+
+
+def _case_lines(text: str) -> list[int]:
+    """The line each test case starts on."""
+    root = yaml.compose(text)
+    if not isinstance(root, yaml.MappingNode):
+        return []
+    for key, value in root.value:
+        if key.value == "tests" and isinstance(value, yaml.SequenceNode):
+            return [node.start_mark.line + 1 for node in value.value]
+    return []
+
+
+def _case_problem(case: Any) -> str | None:
+    """What a test case lacks (None when it has what a case needs)."""
+    if not isinstance(case, dict):
+        return "a test case must be a mapping"
+    name = case.get("name", "?")
+    for key in ("series", "expect"):
+        if not case.get(key):
+            return f"test case {name!r} has no {key!r}"
+    if not isinstance(case["expect"], list) or not all(
+        isinstance(e, dict) and "at" in e for e in case["expect"]
+    ):
+        return f"test case {name!r}: 'expect' must be a list of entries with 'at'"
+    if not isinstance(case["series"], dict):
+        return f"test case {name!r}: 'series' must map series to values"
+    return None
 
 
 def run_rule_tests(rules_dir: Path) -> tuple[list[str], list[Outcome]]:

@@ -148,7 +148,7 @@ def load_rule_file(path: Path, text: str | None = None) -> list[Rule]:
     """Parse and validate one rule file; raise RuleFileError listing every problem."""
     located = _Located(path)
     try:
-        root = yaml.compose(path.read_text() if text is None else text)
+        root = yaml.compose(read_text_file(path) if text is None else text)
     except yaml.YAMLError as problem:
         mark = getattr(problem, "problem_mark", None)
         line = mark.line + 1 if mark is not None else 1
@@ -332,15 +332,37 @@ def rule_files(directory: Path) -> list[Path]:
     return sorted(p for p in directory.glob("*.yaml") if p.is_file())
 
 
+def read_text_file(path: Path) -> str:
+    """A rule or test file's text; RuleFileError (naming the file) when it cannot be read."""
+    try:
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = path.read_bytes()[: error.start].count(b"\n") + 1
+        raise RuleFileError([RuleError(path, line, f"not UTF-8 text ({error.reason})")]) from None
+    except OSError as error:
+        raise RuleFileError(
+            [RuleError(path, 1, f"cannot read: {error.strerror or error}")]
+        ) from None
+
+
 def load_rules(directories: Iterable[Path] = (PACKAGED,)) -> list[Rule]:
-    """Rules from directories in order; a later rule with the same id overrides an earlier one."""
+    """Rules from directories in order; a rule in a later directory with the same id overrides
+    an earlier one (user rules over the shipped ones); the same id twice in one directory is an
+    error naming both places."""
     by_id: dict[str, Rule] = {}
     errors: list[RuleError] = []
     for directory in directories:
+        here: dict[str, Rule] = {}
         for path in rule_files(directory):
             try:
                 for rule in load_rule_file(path):
-                    by_id[rule.id] = rule
+                    if rule.id in here:
+                        first = here[rule.id]
+                        message = (
+                            f"duplicate rule id {rule.id!r} (also at {first.path}:{first.line})"
+                        )
+                        errors.append(RuleError(rule.path, rule.line, message))
+                    here[rule.id] = by_id[rule.id] = rule
             except RuleFileError as problem:
                 errors.extend(problem.errors)
     errors.extend(_cross_check(list(by_id.values())))

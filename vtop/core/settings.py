@@ -85,6 +85,28 @@ def config_path(env: Mapping[str, str]) -> Path:
     return Path(base) / "vtop" / "config.toml"
 
 
+def _strict(name: str, value: Any, where: str) -> Any:
+    """A TOML value of the field's own type (TOML has types: `interval_s = true` is a mistake,
+    not 1.0), checked before it is coerced."""
+    default = getattr(Settings(), name)
+    if isinstance(default, bool):
+        ok = isinstance(value, bool)
+    elif isinstance(default, float):
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+    elif isinstance(default, tuple):
+        ok = isinstance(value, str) or (
+            isinstance(value, list) and all(isinstance(item, str) for item in value)
+        )
+    else:
+        ok = isinstance(value, str)
+    if not ok:
+        expected = (
+            "a list of strings" if isinstance(default, tuple) else type(default or "").__name__
+        )
+        raise SettingsError(f"{where}: {name} = {value!r}: expected {expected}")
+    return _coerce(name, value, where)
+
+
 def _coerce(name: str, value: Any, where: str) -> Any:
     """A raw value (TOML, env text or flag) as the field's type."""
     default = getattr(Settings(), name)
@@ -92,7 +114,10 @@ def _coerce(name: str, value: Any, where: str) -> Any:
         if isinstance(default, bool):
             return _boolean(value)
         if isinstance(default, float):
-            return float(value)
+            number = float(value)
+            if not 0 < number < float("inf"):
+                raise ValueError("must be a positive number of seconds")
+            return number
         if isinstance(default, tuple):
             items = value.split(",") if isinstance(value, str) else list(value)
             return tuple(str(item).strip() for item in items if str(item).strip())
@@ -113,21 +138,44 @@ def _boolean(value: Any) -> bool:
     raise ValueError("expected true or false")
 
 
-def from_file(path: Path) -> dict[str, Any]:
-    """Settings from a TOML file; a missing file is no settings."""
-    if not path.is_file():
+def from_file(path: Path, explicit: bool = False) -> dict[str, Any]:
+    """Settings from a TOML file; a missing default file is no settings, a missing file named
+    by $VTOP_CONFIG is an error, and so is anything that is not a readable UTF-8 TOML file."""
+    if not path.exists():
+        if explicit:
+            raise SettingsError(f"{path}: no such file (named by $VTOP_CONFIG)")
         return {}
+    if not path.is_file():
+        raise SettingsError(f"{path}: not a file")
     try:
-        data = tomllib.loads(path.read_text())
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = path.read_bytes()[: error.start].count(b"\n") + 1
+        raise SettingsError(f"{path}:{line}: not UTF-8 text") from None
+    except OSError as error:
+        raise SettingsError(f"{path}: cannot read: {error.strerror or error}") from None
+    try:
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise SettingsError(f"{path}: {error}") from None
     known = {field.name for field in dataclasses.fields(Settings)}
     unknown = sorted(set(data) - known)
     if unknown:
         raise SettingsError(
-            f"{path}: unknown setting(s) {', '.join(unknown)}; known: {sorted(known)}"
+            f"{path}:{_line_of(text, unknown[0])}: unknown setting(s) {', '.join(unknown)}; "
+            f"known: {sorted(known)}"
         )
-    return {name: _coerce(name, value, str(path)) for name, value in data.items()}
+    return {
+        name: _strict(name, value, f"{path}:{_line_of(text, name)}") for name, value in data.items()
+    }
+
+
+def _line_of(text: str, name: str) -> int:
+    """The line that sets `name` in a TOML text (1 when not found)."""
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.strip().startswith(name) and line.strip()[len(name) :].lstrip().startswith("="):
+            return number
+    return 1
 
 
 def from_env(env: Mapping[str, str]) -> dict[str, Any]:
@@ -142,7 +190,7 @@ def from_env(env: Mapping[str, str]) -> dict[str, Any]:
 def load_settings(flags: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Settings:
     """File, then environment, then flags that were given (None means not given)."""
     env = os.environ if env is None else env
-    layered = from_file(config_path(env)) | from_env(env)
+    layered = from_file(config_path(env), explicit="VTOP_CONFIG" in env) | from_env(env)
     layered |= {
         name: _coerce(name, value, "flag") for name, value in flags.items() if value is not None
     }
@@ -153,8 +201,10 @@ def load_settings(flags: Mapping[str, Any], env: Mapping[str, str] | None = None
 
 def _check(settings: Settings) -> None:
     """Reject values the dashboard cannot run with."""
-    if settings.interval_s <= 0 or settings.window_s <= 0 or settings.timeout_s <= 0:
-        raise SettingsError("interval, window and timeout must be positive")
+    for name in ("interval_s", "window_s", "history_s", "timeout_s"):
+        value = getattr(settings, name)
+        if not 0 < value < float("inf"):
+            raise SettingsError(f"{name} = {value!r}: must be a positive number of seconds")
     unknown = sorted(set(settings.hidden_panels) - set(PANELS))
     if unknown:
         raise SettingsError(f"unknown panel(s) {', '.join(unknown)}; panels: {', '.join(PANELS)}")
