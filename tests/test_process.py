@@ -77,7 +77,10 @@ def test_start_writes_state_runs_in_own_group_and_stop_takes_the_whole_group(
 def test_a_reused_pid_is_never_signalled(tmp_path: Path) -> None:
     state, child = start("t2", [sys.executable, "-c", SLEEPER], tmp_path)
     try:
-        impostor = dataclasses.replace(state, kernel_start=(state.kernel_start or 0) + 1)
+        # a reused pid: another process, with another start time and without the server's token
+        impostor = dataclasses.replace(
+            state, kernel_start=(state.kernel_start or 0) + 1, token="another-server"
+        )
         assert not is_alive(impostor)
         assert "nothing signalled" in stop(impostor)
         assert child.poll() is None  # the real process was left alone

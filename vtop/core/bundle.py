@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import platform
+import shlex
 import tarfile
 import tempfile
 import time
@@ -16,6 +18,7 @@ from typing import Any
 from vtop import __version__
 from vtop.core.frame import Frame, GpuSnapshot
 from vtop.core.recorder import RecordingWriter, is_recording
+from vtop.core.redact import redactor
 from vtop.core.strict_json import strict_json
 
 RECORDING = "recording.vtoprec"
@@ -84,6 +87,8 @@ def write_bundle(path: Path, frames: Iterable[Frame], contents: BundleContents) 
             for frame in frames:
                 writer.write(frame)
         partial = path.with_name(path.name + ".partial")
+        os.close(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
+        os.chmod(partial, 0o600)
         with tarfile.open(partial, "w:gz") as tar:
             tar.add(recording, RECORDING)
             for name, text in _texts(frames, contents).items():
@@ -96,16 +101,17 @@ def _texts(frames: list[Frame], contents: BundleContents) -> dict[str, str]:
     """The small text members of a bundle."""
     gpu = next((f.gpu for f in reversed(frames) if f.gpu is not None), None)
     log_lines = [line for f in frames for line in f.log_lines] or list(contents.log_lines)
+    hide = redactor()
     texts = {
-        "findings.json": strict_json(contents.findings),
+        "findings.json": strict_json(hide.value(contents.findings)),
         "versions.json": json.dumps(_versions(contents, gpu), indent=2),
         "gpus.json": json.dumps(_gpus(gpu), indent=2),
         "README.txt": _readme(frames),
     }
     if log_lines:
-        texts["server.log"] = "\n".join(log_lines[-LOG_TAIL_LINES:]) + "\n"
+        texts["server.log"] = hide.text("\n".join(log_lines[-LOG_TAIL_LINES:])) + "\n"
     if contents.argv:
-        texts["argv.txt"] = contents.argv + "\n"
+        texts["argv.txt"] = shlex.join(hide.argv(shlex.split(contents.argv))) + "\n"
     return texts
 
 

@@ -11,6 +11,7 @@ Samples are not stored; they are parsed again from the text on read, exactly as 
 from __future__ import annotations
 
 import json
+import os
 import struct
 import zlib
 from collections.abc import Iterator
@@ -30,6 +31,7 @@ from vtop.core.frame import (
     ScrapeStatus,
     TargetScrape,
 )
+from vtop.core.redact import redactor
 
 MAGIC = b"VTOPREC"
 SCHEMA = 1
@@ -75,7 +77,9 @@ class RecordingWriter:
         self._previous: dict[str, list[str]] = {}
         self._frames = 0
         fresh = not path.exists() or path.stat().st_size == 0
-        self._file: BinaryIO = path.open("ab")
+        self._file: BinaryIO = os.fdopen(
+            os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab"
+        )
         if fresh:
             self._file.write(MAGIC + b" " + str(SCHEMA).encode() + b"\n")
         self._keyframe_next = True
@@ -91,7 +95,9 @@ class RecordingWriter:
         self._keyframe_next = False
 
     def _encode(self, frame: Frame, keyframe: bool) -> dict[str, Any]:
-        """A frame as JSON-ready data, texts as diffs."""
+        """A frame as JSON-ready data, texts as diffs (secrets in errors and log lines
+        replaced)."""
+        hide = redactor()
         scrapes = []
         for scrape in frame.scrapes:
             text = exposition_text(scrape)
@@ -102,7 +108,7 @@ class RecordingWriter:
                 {
                     "target": scrape.target,
                     "status": scrape.status.value,
-                    "error": scrape.error,
+                    "error": hide.text(scrape.error),
                     "http_status": scrape.http_status,
                     "duration_s": scrape.duration_s,
                     "openmetrics": text.rstrip().endswith("# EOF"),
@@ -121,7 +127,7 @@ class RecordingWriter:
             "gpu": None
             if frame.gpu is None
             else {**asdict(frame.gpu), "state": frame.gpu.state.value},
-            "log": list(frame.log_lines),
+            "log": [hide.text(line) for line in frame.log_lines],
             "events": [asdict(event) for event in frame.events],
         }
 

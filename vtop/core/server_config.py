@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from vtop.core.cache_config import CacheConfig
 from vtop.core.gpu_peaks import peak_for
+from vtop.core.redact import is_secret_name
 
 GIB = 1024**3
 NUMERIC = (
@@ -216,6 +217,8 @@ def _non_default_args(literal: str) -> dict[str, Setting]:
     renames = {"enable_prefix_caching": "prefix_caching"}
     found: dict[str, Setting] = {}
     for key, value in parsed.items() if isinstance(parsed, dict) else []:
+        if is_secret_name(str(key)):
+            continue  # `api_key` and the like: never kept, never shown
         name = renames.get(str(key), str(key))
         if isinstance(value, bool | int | float | str):
             found[name] = Setting(value, "log")

@@ -15,7 +15,7 @@ from vtop.core.diagnose import DiagnoseOptions, Diagnosis, diagnose_frames
 from vtop.core.engine import Finding, ProposedChange
 from vtop.core.frame import Frame
 from vtop.core.poller import poll
-from vtop.core.process import ServerState, is_alive, read_log, reap, restart
+from vtop.core.process import ServerState, foreign_listener, is_alive, read_log, reap, restart
 from vtop.core.rules import Rule
 from vtop.core.sources.vllm_http import ScrapeOptions, VllmHttpSource
 from vtop.core.startup_failures import explain_failure
@@ -89,10 +89,17 @@ async def wait_ready(state: ServerState, timeout: float) -> str | None:
                 failure = explain_failure(log)
                 return failure.explanation if failure else "vLLM exited during startup"
             try:
-                if (await client.get(state.url + "/health")).status_code == 200:
-                    return None
+                healthy = (await client.get(state.url + "/health")).status_code == 200
             except httpx.HTTPError:
-                pass
+                healthy = False
+            if healthy:
+                impostor = foreign_listener(state)
+                if impostor is None:
+                    return None
+                return (
+                    f"port {state.port} is answered by pid {impostor}, not by the server vtop "
+                    "started: stop that process or choose another --port"
+                )
             await asyncio.sleep(1.0)
     return f"not ready after {timeout:.0f} s"
 

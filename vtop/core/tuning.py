@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import statistics
 import time
 from collections.abc import Sequence
@@ -11,6 +12,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from vtop.core.engine import Finding, ProposedChange
+from vtop.core.process import private_directory
+from vtop.core.redact import redactor
 from vtop.core.store import Store
 from vtop.core.summary import summarize
 
@@ -210,10 +213,14 @@ def _throughput_loss(before: Measurement, after: Measurement) -> float | None:
 
 def audit(directory: Path, action: str, **details: object) -> None:
     """Append one action to the audit log (JSON lines)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    entry = {"time": time.time(), "action": action, **details}
-    with (directory / "audit.log").open("a") as log:
-        log.write(json.dumps(entry, default=_plain) + "\n")
+    private_directory(directory)
+    plain = json.loads(
+        json.dumps({"time": time.time(), "action": action, **details}, default=_plain)
+    )
+    path = directory / "audit.log"
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "a") as log:
+        os.chmod(path, 0o600)
+        log.write(json.dumps(redactor().value(plain)) + "\n")
 
 
 def _plain(value: object) -> object:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import httpx
 
+from vtop.core import redact
 from vtop.core.catalog import is_vllm
 from vtop.core.exposition import ExpositionParser, is_openmetrics
 from vtop.core.frame import Sample, SampleColumns, ScrapeStatus, Series, TargetScrape
@@ -38,9 +39,10 @@ def metrics_url(base_url: str) -> str:
 
 
 def target_name(base_url: str) -> str:
-    """The label vtop uses for a target: its URL without /metrics or a trailing slash."""
+    """The label vtop uses for a target: its URL without /metrics or a trailing slash, and
+    without a password (the label is shown and written everywhere; requests use the URL)."""
     url = metrics_url(base_url)
-    return url[: -len("/metrics")]
+    return redact.url(url[: -len("/metrics")])
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,8 @@ class VllmHttpSource:
     ) -> None:
         self.target = target_name(base_url)
         self.url = metrics_url(base_url)
+        self.base_url = self.url[: -len("/metrics")]
+        """The URL requests go to (a password in it stays here, never in `target`)."""
         self.options = options
         self._parser = ExpositionParser()
         self._client = client or make_client(options)
@@ -112,7 +116,7 @@ class VllmHttpSource:
         except httpx.HTTPError as error:
             return self._failed(ScrapeStatus.UNREACHABLE, describe_error(error), started)
         if response.status_code != 200:
-            message = f"HTTP {response.status_code} from {self.url}{auth_hint(response)}"
+            message = f"HTTP {response.status_code} from {self.target}/metrics{auth_hint(response)}"
             return self._failed(ScrapeStatus.HTTP_ERROR, message, started, response.status_code)
         content_type = response.headers.get("content-type", "")
         return await self._read(response.text, content_type, response.status_code, started)
@@ -124,7 +128,7 @@ class VllmHttpSource:
         )
         if self._facts is None or self._facts[0] != started:
             facts = await ask_server_facts(
-                self._client, self.target, self._headers(), self.options.timeout_s
+                self._client, self.base_url, self._headers(), self.options.timeout_s
             )
             self._facts = started, facts
         return self._facts[1]
@@ -141,8 +145,9 @@ class VllmHttpSource:
     ) -> TargetScrape:
         """A scrape result that carries no samples."""
         elapsed = time.monotonic() - started
+        shown = redact.Redactor([self.options.api_key or ""]).text(message)
         return TargetScrape(
-            self.target, status, error=message, http_status=http_status, duration_s=elapsed
+            self.target, status, error=shown, http_status=http_status, duration_s=elapsed
         )
 
     async def _read(
@@ -156,7 +161,8 @@ class VllmHttpSource:
         else:
             status = ScrapeStatus.NOT_VLLM
             message = (
-                f"no vllm: series at {self.url} (not vLLM, or started with --disable-log-stats)"
+                f"no vllm: series at {self.target}/metrics (not vLLM, or started with "
+                "--disable-log-stats)"
             )
         return TargetScrape(
             self.target,
