@@ -37,6 +37,9 @@ OTHER_MAX_SERIES = 2_000
 payload's junk, however much of it comes first, never costs a vLLM series its ring."""
 KEPT_PREFIXES = ("vllm:", "nvml:")
 STARTS_KEPT = 16
+KNOWN_PER_SAMPLE = 4
+"""A target's resolved-series cache is dropped once it holds this many entries per sample of
+the current scrape (a payload whose series change every scrape would otherwise fill it)."""
 AT_MOST_ONE = frozenset({"vllm:kv_cache_usage_perc"})
 """Ratios that cannot exceed 1 (a little above, from float rounding, is tolerated)."""
 DEFAULT_STALE_AFTER_S = 30.0
@@ -381,7 +384,9 @@ class Store:
             canonical = Series(canonical.name, canonical.without(frozenset({PID})))
         if canonical.label(INSTANCE) is None:
             canonical = canonical.with_label(INSTANCE, scrape.target)
-        if len(state.known) >= 2 * self.max_series:
+        if len(state.known) >= min(
+            2 * self.max_series, KNOWN_PER_SAMPLE * len(scrape.samples) + 1000
+        ):
             state.known.clear()
         known = _Known(raw, canonical, alias, is_cumulative(raw.name, metric_type), fold)
         state.known[id(raw)] = known
