@@ -17,9 +17,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.scenarios import warm_up
-from tests.vllm_harness.server import CACHE, ServerSpec, VllmServer
-from vtop.core.bench import Bench, BenchConfig, Lengths
+from tests.support.scenarios import warm_up
+from tests.support.vllm_harness.server import CACHE, ServerSpec, VllmServer
+from vtop.core.manage.bench import Bench, BenchConfig, Lengths
 
 MEASURE_S = 60.0
 STARTUP_S = 10.0

@@ -28,12 +28,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from benchmarks.bench_dashboard_cpu import STARTUP_S, Tmux, usage, vllmstat_command
-from vtop.core.diagnose import DiagnoseOptions
-from vtop.core.feeds import LiveFeed
-from vtop.core.fleet import fleet_rows
-from vtop.core.rules import load_rules
-from vtop.core.session import RULE_BUDGET, Session, store_ticks_for
-from vtop.core.sources.vllm_http import ScrapeOptions, VllmHttpSource
+from vtop.core.ingest.feeds import LiveFeed
+from vtop.core.ingest.sources.vllm_http import ScrapeOptions, VllmHttpSource
+from vtop.core.rules.loader import load_rules
+from vtop.core.session.diagnose import DiagnoseOptions
+from vtop.core.session.fleet import fleet_rows
+from vtop.core.session.session import RULE_BUDGET, Session, store_ticks_for
 
 WARM_TICKS = 5
 

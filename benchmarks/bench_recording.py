@@ -12,9 +12,9 @@ import tempfile
 import zlib
 from pathlib import Path
 
-from tests.frames import frame_from_text
-from tests.payloads import fixture
-from vtop.core.recorder import RecordingReader, RecordingWriter
+from tests.support.frames import frame_from_text
+from tests.support.payloads import fixture
+from vtop.core.ingest.recorder import RecordingReader, RecordingWriter
 
 FRAMES = 600
 NUMBER = re.compile(r" ([0-9.e+]+)$")

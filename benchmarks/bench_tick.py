@@ -10,14 +10,14 @@ import resource
 import time
 from collections.abc import Callable
 
-from tests.payloads import fixture, multi_engine
-from vtop.core.cache_config import cache_configs
-from vtop.core.engine import Engine
-from vtop.core.exposition import ExpositionParser, reference_samples
+from tests.support.payloads import fixture, multi_engine
+from vtop.core.config.cache_config import cache_configs
+from vtop.core.config.server_config import assemble
 from vtop.core.frame import Frame, ScrapeStatus, TargetScrape
-from vtop.core.rules import load_rules
-from vtop.core.server_config import assemble
-from vtop.core.store import Store
+from vtop.core.ingest.exposition import ExpositionParser, reference_samples
+from vtop.core.rules.engine import Engine
+from vtop.core.rules.loader import load_rules
+from vtop.core.store.store import Store
 
 TARGET = "http://127.0.0.1:8000"
 

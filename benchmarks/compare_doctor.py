@@ -13,7 +13,7 @@ import shutil
 import subprocess
 from typing import Any
 
-from tests.incidents import (
+from tests.support.incidents import (
     INCIDENTS,
     MEASURE_S,
     SETTLE_S,
@@ -22,9 +22,9 @@ from tests.incidents import (
     both_modes,
     provoke,
 )
-from tests.vllm_harness.server import CACHE, ServerPool, VllmServer
-from vtop.core.diagnose import Diagnosis
-from vtop.core.rules import load_rules
+from tests.support.vllm_harness.server import CACHE, ServerPool, VllmServer
+from vtop.core.rules.loader import load_rules
+from vtop.core.session.diagnose import Diagnosis
 
 
 def doctor_command() -> str:

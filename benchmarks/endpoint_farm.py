@@ -14,7 +14,7 @@ import itertools
 import sys
 from pathlib import Path
 
-from tests.payloads import fixture
+from tests.support.payloads import fixture
 
 CAPTURE = "underload"
 VARIANTS = 600

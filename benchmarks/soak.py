@@ -16,8 +16,8 @@ import time
 from http.server import BaseHTTPRequestHandler
 
 from benchmarks.bench_dashboard_cpu import Tmux, usage
-from tests.http_server import QuietHandler, serving_handler
-from tests.payloads import fixture
+from tests.support.http_server import QuietHandler, serving_handler
+from tests.support.payloads import fixture
 
 BASE = fixture("underload")
 CUMULATIVE = re.compile(r"^(vllm:\S+?_(?:total|sum|count|bucket)(?:\{[^}]*\})?) (\S+)$", re.M)

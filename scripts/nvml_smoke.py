@@ -6,7 +6,7 @@ import sys
 from dataclasses import asdict
 
 from vtop.core.frame import GpuState
-from vtop.core.sources.nvml import NvmlSource
+from vtop.core.ingest.sources.nvml import NvmlSource
 
 
 def main() -> int:

@@ -12,15 +12,15 @@ import sys
 import time
 from pathlib import Path
 
-from tests.scenarios import warm_up
-from tests.vllm_harness.server import CACHE, ServerSpec, VllmServer
-from vtop.core.bench import Bench, BenchConfig, Lengths
-from vtop.core.diagnose import DiagnoseOptions, diagnose_frames
-from vtop.core.frame import Event, Frame
-from vtop.core.poller import poll
-from vtop.core.recorder import RecordingWriter
-from vtop.core.rules import load_rules
-from vtop.core.sources.vllm_http import ScrapeOptions, VllmHttpSource
+from tests.support.scenarios import warm_up
+from tests.support.vllm_harness.server import CACHE, ServerSpec, VllmServer
+from vtop.core.frame import Event, EventKind, Frame
+from vtop.core.ingest.poller import poll
+from vtop.core.ingest.recorder import RecordingWriter
+from vtop.core.ingest.sources.vllm_http import ScrapeOptions, VllmHttpSource
+from vtop.core.manage.bench import Bench, BenchConfig, Lengths
+from vtop.core.rules.loader import load_rules
+from vtop.core.session.diagnose import DiagnoseOptions, diagnose_frames
 
 DEMO = Path(__file__).resolve().parents[1] / "vtop" / "demo" / "storm.vtoprec"
 STORM = ServerSpec(num_gpu_blocks_override=8, block_size=128, max_num_seqs=16)
@@ -108,7 +108,7 @@ async def record(path: Path) -> None:
 async def restart(recorder: Recorder, old: VllmServer, spec: ServerSpec) -> VllmServer:
     """Restart on the same port with the new spec; frames are not written while it warms up."""
     note = f"--max-num-seqs {old.spec.max_num_seqs} -> {spec.max_num_seqs} (suggested by M1)"
-    await recorder.tick((Event(time.time(), "applied", recorder.source.target, note),))
+    await recorder.tick((Event(time.time(), EventKind.APPLIED, recorder.source.target, note),))
     old.stop()
     new = VllmServer(spec, old.log_path.with_suffix(".fixed.log"))
     new.port = old.port

@@ -10,7 +10,7 @@ import os
 import time
 from pathlib import Path
 
-from tests.test_snapshots import APPLIED, FRAMES, STORM, app_on, fleet_app, fleet_frames
+from tests.support.demo import APPLIED, FRAMES, STORM, app_on, fleet_app, fleet_frames
 from vtop.core.frame import Frame
 from vtop.ui.app import VtopApp
 

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.vllm_harness.server import CACHE, ServerPool, VllmMissingError, vllm_python
+from tests.support.vllm_harness.server import CACHE, ServerPool, VllmMissingError, vllm_python
 
 
 @pytest.fixture(scope="session")

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from tests.faults.cli import Ran, vtop
-from tests.http_server import QuietHandler, serving_handler
-from tests.payloads import fixture
+from tests.support.http_server import QuietHandler, serving_handler
+from tests.support.payloads import fixture
+from tests.support.vtop_cli import Ran, vtop
 
 BASE = fixture("underload")
 CUMULATIVE = re.compile(r"^(vllm:\S+?_(?:total|sum|count|bucket)(?:\{[^}]*\})?) (\S+)$", re.M)

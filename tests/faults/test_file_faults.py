@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.faults.cli import Ran, vtop
-from vtop.core.rules import PACKAGED
+from tests.support.vtop_cli import Ran, vtop
+from vtop.core.rules.loader import PACKAGED
 
 FAST_S = 5.0
 """Python and vtop's imports; a 1 GB file is refused without reading it."""
@@ -113,7 +113,7 @@ def test_rules_path_prints_the_shipped_rules() -> None:
     ("content", "needle"),
     [
         (b"interval_s = true\n", "config.toml:1: interval_s = True: expected float"),
-        (b"rules_dir = 42\n", "config.toml:1: rules_dir = 42: expected str"),
+        (b"rules_dir = 42\n", "config.toml:1: rules_dir = 42: expected a list of strings"),
         (b"history_s = -5\n", "config.toml:1: history_s = -5"),
         (b"urls = ['\xff']\n", "config.toml:1: not UTF-8"),
     ],

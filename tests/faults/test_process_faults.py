@@ -15,10 +15,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.faults.cli import Ran, vtop
-from tests.faults.fake_server import Handler
-from tests.vllm_harness.server import free_port
-from vtop.core.process import kernel_start_time
+from tests.support.fake_server import Handler
+from tests.support.vllm_harness.server import free_port
+from tests.support.vtop_cli import Ran, vtop
+from vtop.core.manage.process import kernel_start_time
 
 FAKE = Path(__file__).with_name("fake_server.py")
 

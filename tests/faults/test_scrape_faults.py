@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.faults.cli import Ran, vtop
-from tests.faults.hostile import bomb, gzip_bomb, gzipped, hostile, huge, trickle, trickle_chunked
-from tests.http_server import Canned, serving
-from tests.payloads import fixture
-from vtop.core.sources.vllm_http import MAX_BODY_BYTES, ScrapeOptions, VllmHttpSource
+from tests.support.hostile import bomb, gzip_bomb, gzipped, hostile, huge, trickle, trickle_chunked
+from tests.support.http_server import Canned, serving
+from tests.support.payloads import fixture
+from tests.support.vtop_cli import Ran, vtop
+from vtop.core.ingest.sources.vllm_http import MAX_BODY_BYTES, ScrapeOptions, VllmHttpSource
 
 TIMEOUT_S = 2.0
 STARTUP_S = 4.0

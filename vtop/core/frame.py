@@ -105,6 +105,11 @@ class ScrapeStatus(enum.Enum):
     HTTP_ERROR = "http error"
     NOT_VLLM = "not a vLLM endpoint"
 
+    @property
+    def event_kind(self) -> EventKind:
+        """The kind of the event a failed scrape of this status is."""
+        return EventKind(self.value.replace(" ", "_").lower())
+
 
 @dataclass(frozen=True)
 class TargetScrape:
@@ -181,12 +186,37 @@ class GpuSnapshot:
     message: str = ""
 
 
+class EventKind(enum.StrEnum):
+    """What an event or a mark is about (a str, so recordings store it as text)."""
+
+    RESTART = "restart"
+    COUNTER_RESET = "counter_reset"
+    SERIES_LIMIT = "series_limit"
+    EXITED = "exited"
+    UNREACHABLE = "unreachable"
+    HTTP_ERROR = "http_error"
+    NOT_VLLM = "not_a_vllm_endpoint"
+    PROMETHEUS_DOWN = "prometheus_down"
+    RECOVERED = "recovered"
+    APPLIED = "applied"
+    ROLLBACK = "rollback"
+    PREEMPTIONS = "preemptions"
+    KV = "kv"
+    FINDING = "finding"
+    CLEARED = "cleared"
+    DATA_QUALITY = "data_quality"
+
+
+SCRAPE_FAILURES = frozenset({EventKind.UNREACHABLE, EventKind.HTTP_ERROR, EventKind.NOT_VLLM})
+"""Event kinds of failed scrapes (the session marks a change of status instead of each)."""
+
+
 @dataclass(frozen=True)
 class Event:
     """Something that happened at a time: a restart, a reset, a source failure."""
 
     timestamp: float
-    kind: str
+    kind: EventKind
     target: str
     message: str
 

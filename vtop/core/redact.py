@@ -129,6 +129,12 @@ def remember(*values: str | None) -> None:
     _REMEMBERED.update(v for v in values if v and len(v) >= MIN_SECRET_LENGTH)
 
 
+def remembered(value: str | None) -> str | None:
+    """`value`, remembered as a secret (for a flag's value that is one)."""
+    remember(value)
+    return value
+
+
 def redactor() -> Redactor:
     """A redactor for what vtop writes or shows now: every secret value it was given, plus the
     secret variables of its own environment."""

@@ -1,14 +1,20 @@
-"""The Textual dashboard: a timer asks the feed for frames, one handler ingests and redraws."""
+"""The Textual dashboard: a timer asks the feed for frames, one handler ingests and redraws.
+
+Data flows one way: feed -> session (in `ingest`) -> one `Shown` state per refresh -> widgets.
+Widgets never fetch; the feed's state and controls are one value and one method, whatever it
+reads (live endpoints, a recording, Prometheus).
+"""
 
 from __future__ import annotations
 
 import gc
 import time
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import ClassVar
 
 from textual import on
-from textual.app import App, ComposeResult, SystemCommand
+from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.containers import Grid, Horizontal, Vertical
 from textual.screen import Screen
@@ -16,18 +22,22 @@ from textual.timer import Timer
 from textual.widgets import Footer, OptionList
 from textual.worker import Worker, WorkerState
 
-from vtop.core.effective_config import DiagnoseOptions
-from vtop.core.feeds import Feed, LiveFeed, ReplayFeed
-from vtop.core.process import ServerState
-from vtop.core.rules import Rule
-from vtop.core.session import RULE_BUDGET, Session, TargetView, short_key, store_ticks_for
-from vtop.core.settings import PANELS, Settings
-from vtop.ui import replay_actions, server_actions, views
+from vtop.core.config.effective_config import DiagnoseOptions
+from vtop.core.config.settings import PANELS, Settings
+from vtop.core.ingest.feed_status import Control, Mode, Moved
+from vtop.core.ingest.feeds import Feed
+from vtop.core.manage.process import ServerState
+from vtop.core.rules.loader import Rule
+from vtop.core.session.session import RULE_BUDGET, Session, store_ticks_for
+from vtop.ui import panels
+from vtop.ui.actions import Actions
 from vtop.ui.chart_data import CHARTS
-from vtop.ui.explain import HELP, diagnosis_text, explain
+from vtop.ui.explain import HELP, diagnosis_text
 from vtop.ui.messages import FramesReady
 from vtop.ui.screens.fleet import FleetScreen
 from vtop.ui.screens.text_screen import TextScreen
+from vtop.ui.state import Shown, build
+from vtop.ui.widgets.action_line import ActionLine
 from vtop.ui.widgets.banner import Banner
 from vtop.ui.widgets.chart_scroll import ChartScroll
 from vtop.ui.widgets.event_log import EventLog
@@ -40,7 +50,6 @@ from vtop.ui.widgets.ttft_histogram import TtftHistogram
 
 NARROW_BELOW = 110
 LOW_REDRAW_EVERY = 5
-INTERVAL_STEPS = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 FLEET_SCREEN = "fleet"
 FREEZE_HEAP_AFTER_FRAMES = 5
 """By then the store holds every series: freezing moves its hundreds of thousands of long-lived
@@ -48,9 +57,11 @@ objects out of the collector's full passes (each walked them all: ~0.4 s at 100 
 YOUNG_COLLECTION_EVERY = 20_000
 """Allocations between young collections (default 700): a tick's allocations are mostly
 short-lived scrape data that reference counting frees; frequent passes found almost nothing."""
+REPLAY_ONLY = frozenset({"step", "jump", "speed"})
+SERVER_ONLY = frozenset({"apply", "restart"})
 
 
-class VtopApp(App[int]):
+class VtopApp(Actions):
     """top for vLLM."""
 
     CSS_PATH = "vtop.tcss"
@@ -64,20 +75,19 @@ class VtopApp(App[int]):
         Binding("p", "pause", "pause"),
         Binding("plus,equals_sign", "faster", "faster", key_display="+"),
         Binding("minus", "slower", "slower", key_display="-"),
+        Binding("left_square_bracket", "step(-1)", "back", key_display="["),
+        Binding("right_square_bracket", "step(1)", "step", key_display="]"),
+        Binding("left_curly_bracket", "jump(-60)", "-60s", show=False),
+        Binding("right_curly_bracket", "jump(60)", "+60s", show=False),
+        Binding("s", "speed", "speed", show=False),
+        Binding("e", "explain", "why"),
         Binding("d", "diagnosis", "diagnosis"),
-        Binding("e", "explain", "explain"),
-        Binding("t", "next_target", "endpoint", show=False),
         Binding("f", "fleet", "fleet", show=False),
         Binding("escape", "fleet(True)", "fleet", show=False),
-        Binding("right_square_bracket", "step(1)", "step", show=False),
-        Binding("left_square_bracket", "step(-1)", "back", show=False),
-        Binding("right_curly_bracket", "jump(60)", "+60s", show=False),
-        Binding("left_curly_bracket", "jump(-60)", "-60s", show=False),
-        Binding("s", "speed", "speed", show=False),
+        Binding("t", "next_target", "endpoint", show=False),
         Binding("b", "bundle", "bundle", show=False),
-        Binding("a", "apply", "apply", show=False),
+        Binding("a", "apply", "apply"),
         Binding("r", "restart", "restart", show=False),
-        Binding("slash", "command_palette", "commands", show=False),
         Binding("question_mark", "help", "help", key_display="?"),
         *[
             Binding(str(i + 1), f"toggle_panel('{panel}')", panel, show=False)
@@ -91,43 +101,43 @@ class VtopApp(App[int]):
         feed: Feed,
         rules: list[Rule],
         clock: Callable[[], float] = time.time,
-        vllm_pids: frozenset[int] = frozenset(),
         log_text: str | None = None,
         server: ServerState | None = None,
         readonly: bool = False,
         fleet: bool | None = None,
-        tune_gc: bool = False,
     ) -> None:
         super().__init__()
-        self.tune_gc = tune_gc
+        self.tune_gc = False
         """Tune the collector for a long run (the process owns it: not in tests)."""
         self.frames_ingested = 0
-        self.settings = settings
-        self.feed = feed
-        self.clock = clock
-        self.vllm_pids = vllm_pids
-        options = DiagnoseOptions(
+        self.settings, self.feed, self.clock, self.rules = settings, feed, clock, rules
+        self.options = DiagnoseOptions(
             window_s=settings.window_s, vllm_args=settings.vllm_args, vllm_log=log_text
         )
-        self.rules, self.options = rules, options
         self.server = server
         """The vLLM server vtop manages here (None when it only watches)."""
+        self.vllm_pids = frozenset({server.pid}) if server is not None else frozenset()
         self.readonly = readonly
         servers = len(settings.urls)
         self.fleet_mode = servers > 1 or settings.prometheus is not None if fleet is None else fleet
         """Several servers: open on the fleet table, limit rule runs per tick, bound history."""
-        budget = RULE_BUDGET if self.fleet_mode else None
-        capacity = store_ticks_for(servers)
-        self.session = Session(rules, options, rule_budget=budget, store_capacity=capacity)
-        self.interval = settings.interval_s
-        self.paused = False
+        self.session = self.new_session()
         self.target_index = 0
         self.refreshes = 0
+        self.shown: Shown | None = None
         self._polling = False
         self._timer: Timer | None = None
+        self._interval = settings.interval_s
+
+    def new_session(self) -> Session:
+        """A session as this dashboard needs it (rule budget and history sized to the fleet)."""
+        budget = RULE_BUDGET if self.fleet_mode else None
+        capacity = store_ticks_for(len(self.settings.urls))
+        return Session(self.rules, self.options, rule_budget=budget, store_capacity=capacity)
 
     def compose(self) -> ComposeResult:
         yield Header(id="header")
+        yield ActionLine(id="action")
         yield Banner(id="banner")
         with Horizontal(id="body"):
             with ChartScroll(id="charts"), Grid(id="chart-grid"):
@@ -148,10 +158,8 @@ class VtopApp(App[int]):
             self.action_toggle_panel(panel)
 
     def on_ready(self) -> None:
-        """Start polling once the dashboard is on screen (a replay may start part-way)."""
-        if isinstance(self.feed, ReplayFeed) and self.feed.start_index > 0:
-            replay_actions.seek(self, self.feed, self.feed.start_index)
-        self._timer = self.set_interval(self.interval, self.tick)
+        """Start polling once the dashboard is on screen."""
+        self._timer = self.set_interval(self._interval, self.tick)
         if self.fleet_mode:
             self.action_fleet()
         self.tick()
@@ -184,153 +192,159 @@ class VtopApp(App[int]):
             gc.set_threshold(YOUNG_COLLECTION_EVERY, *gc.get_threshold()[1:])
         self.refresh_views()
 
+    def moved(self, result: Moved) -> None:
+        """Apply what a feed control did: a fresh session, frames to ingest, a redraw."""
+        if result.fresh:
+            self.session = self.new_session()
+        for frame in result.frames:
+            self.session.ingest(frame)
+        self.refresh_views(even_paused=True)
+
+    def control(self, action: Control, amount: float = 0.0) -> None:
+        """One feed control; the poll timer follows the feed's interval."""
+        result = self.feed.control(action, amount)
+        interval = self.feed.status(self.clock()).interval_s
+        if interval != self._interval and self._timer is not None:
+            self._interval = interval
+            self._timer.stop()
+            self._timer = self.set_interval(interval, self.tick)
+        if action is not Control.PAUSE or not result.changed:
+            self.notify(result.message, timeout=2)
+        self.moved(result)
+
     @on(ChartScroll.Scrolled)
     def redraw_charts(self) -> None:
         """Charts that scrolled into view get the current data."""
-        screen, view = self.dashboard, self.view
-        if screen is not None and view is not None:
-            views.draw_charts(self, screen, view, self.session.now or self.clock(), force=True)
+        if self.shown is not None and self.shown.target is not None:
+            self._draw_charts(self.shown, force=True)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        """A failed poll becomes a banner, never a traceback."""
+        """A failed worker (a poll, a restart, a bundle) becomes a banner, never an exit."""
         screen = self.dashboard
         if event.state is WorkerState.ERROR and screen is not None and screen.is_mounted:
-            screen.query_one(Banner).say(f"polling failed: {event.worker.error!r}; retrying")
-
-    @property
-    def view(self) -> TargetView | None:
-        """The endpoint on screen."""
-        targets = list(self.session.targets.values())
-        return targets[self.target_index % len(targets)] if targets else None
-
-    @property
-    def dashboard(self) -> Screen[object] | None:
-        """The screen with the panels (also while a help or explain screen is on top)."""
-        return self.screen_stack[0] if self.screen_stack else None
+            what = {"poll": "polling"}.get(event.worker.group, event.worker.group or "a task")
+            screen.query_one(Banner).say(f" {what} failed: {event.worker.error}")
 
     def refresh_views(self, even_paused: bool = False) -> None:
-        """Push the session's state into the widgets (only the header while paused; a user's
-        action while paused, like a replay step, redraws everything)."""
+        """Build this refresh's state and push it into the widgets (only the header while
+        paused; an action while paused, like a replay step, redraws everything)."""
         screen = self.dashboard
         if screen is None or not screen.is_mounted or not self.is_running:
             return  # not built yet, or shutting down (frames may still arrive while it closes)
         now = self.session.now if self.session.now is not None else self.clock()
-        if self.view is not None:
-            self.session.focus = self.view.target
+        status = self.feed.status(self.clock())
+        shown = build(
+            self.session, status, self.target_index, self.settings.urls, now, self.clock()
+        )
+        self.shown = shown
+        if shown.target is not None:
+            self.session.focus = shown.target.target
         if isinstance(self.screen, FleetScreen):
-            if not self.paused or even_paused:
-                views.show_fleet(self, self.screen, now)
+            if not status.paused or even_paused:
+                panels.show_fleet(self.session, self.screen, now, " ".join(shown.header[1:3]))
             return
-        screen.query_one(Header).show(views.header_text(self, now))
-        if self.paused and not even_paused:
+        screen.query_one(Header).parts = shown.header
+        if status.paused and not even_paused:
             return
-        screen.query_one(Banner).say(views.banner_text(self, now))
+        self._push(screen, shown)
+
+    def _push(self, screen: Screen[object], shown: Shown) -> None:
+        """Every panel of the dashboard from one state."""
+        screen.query_one(ActionLine).text = shown.action
+        screen.query_one(Banner).say(shown.banner)
         self.refreshes += 1
-        view = self.view
         full = not self.settings.low_redraw or self.refreshes % LOW_REDRAW_EVERY == 1
-        if view is not None and full:
-            views.draw_charts(self, screen, view, now, force=even_paused)
-        findings = screen.query_one(FindingsPanel)
-        findings.show(views.triage_with_fleet(self.session, view), views.no_finding(view))
+        if shown.target is not None and full:
+            self._draw_charts(shown)
+        screen.query_one(FindingsPanel).show(shown.triage, shown.no_finding, shown.stale_note)
         screen.query_one(GpuPanel).show(self.session.gpu, self.vllm_pids)
         screen.query_one(EventLog).show(self.session.marks)
-        exited = view is not None and view.target in self.session.exited
+        exited = shown.target is not None and shown.target.target in self.session.exited
         screen.query_one(LogPanel).show(self.session.log_lines, exited)
+
+    def _draw_charts(self, shown: Shown, force: bool = False) -> None:
+        screen = self.dashboard
+        if screen is not None and shown.target is not None:
+            panels.draw_charts(
+                screen,
+                self.session,
+                shown.target,
+                shown.now,
+                self.settings,
+                shown.stale_note,
+                force,
+            )
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Replay keys in the footer only during a replay; server keys only for a server vtop
+        started."""
+        replaying = self.feed.status(self.clock()).mode is Mode.REPLAY
+        if action in REPLAY_ONLY and not replaying:
+            return False
+        return not (action in SERVER_ONLY and self.server is None)
 
     def action_pause(self) -> None:
         """Freeze the display (live) or the playback (replay)."""
-        self.paused = not self.paused
-        if isinstance(self.feed, ReplayFeed):
-            self.feed.paused = self.paused
-        self.refresh_views()
+        self.control(Control.PAUSE)
 
     def action_faster(self) -> None:
-        """Poll more often."""
-        self._set_interval(max((s for s in INTERVAL_STEPS if s < self.interval), default=0.25))
+        """Poll more often (live) or play faster (replay)."""
+        self.control(Control.FASTER)
 
     def action_slower(self) -> None:
-        """Poll less often."""
-        self._set_interval(min((s for s in INTERVAL_STEPS if s > self.interval), default=30.0))
+        """Poll less often (live) or play slower (replay)."""
+        self.control(Control.SLOWER)
 
-    def _set_interval(self, interval: float) -> None:
-        """Restart the timer at a new interval."""
-        self.interval = interval
-        if isinstance(self.feed, LiveFeed):
-            self.feed.interval = interval
-        if self._timer is not None:
-            self._timer.stop()
-        self._timer = self.set_interval(interval, self.tick)
-        self.notify(f"polling every {interval:g} s", timeout=2)
-        self.refresh_views()
+    def action_step(self, frames: int) -> None:
+        """Replay: pause and move frames forward or back."""
+        self.control(Control.STEP, frames)
+
+    def action_jump(self, seconds: float) -> None:
+        """Replay: move by seconds of recorded time."""
+        self.control(Control.JUMP, seconds)
+
+    def action_speed(self) -> None:
+        """Replay speed: x1, x10, as fast as possible."""
+        self.control(Control.SPEED)
 
     def action_toggle_panel(self, panel: str) -> None:
-        """Show or hide a panel."""
+        """Show or hide a panel; the findings take the rows freed."""
         widget = self.query_one("#gpu" if panel == "gpu" else f"#chart-{panel}")
         widget.display = not widget.display
+        charts = [w for w in self.query("#chart-grid > *") if w.display]
+        self.screen.set_class(not charts, "-no-charts")
 
     def action_help(self) -> None:
         """Keys and what the screen shows."""
         self.push_screen(TextScreen("vtop help", HELP))
 
-    def action_explain(self) -> None:
-        """The highlighted finding in full."""
-        finding = self.query_one(FindingsPanel).selected if self.dashboard is self.screen else None
-        if finding is None:
-            self.notify("no finding to explain", timeout=2)
+    def action_diagnosis(self) -> None:
+        """The full `vtop diagnose` report for the endpoint on screen."""
+        target = self.target
+        if target is None:
+            self.notify("no data yet", timeout=2)
             return
-        self.push_screen(
-            TextScreen(f"{short_key(finding)}: {finding.rule.title}", explain(finding))
-        )
+        events = [f"{m.kind}: {m.text}" for m in self.session.marks if m.target == target.target]
+        text = diagnosis_text(target, self.settings.window_s, events)
+        self.push_screen(TextScreen(f"diagnosis of {target.target}", text))
 
     @on(OptionList.OptionSelected, "#findings")
     def explain_selected(self) -> None:
         """Enter on a finding explains it."""
         self.action_explain()
 
-    def action_diagnosis(self) -> None:
-        """The full `vtop diagnose` report for the endpoint on screen."""
-        view = self.view
-        if view is None:
-            self.notify("no data yet", timeout=2)
-            return
-        text = diagnosis_text(view, self.settings.window_s, self._events(view))
-        self.push_screen(TextScreen(f"diagnosis of {view.target}", text))
-
-    def _events(self, view: TargetView) -> list[str]:
-        """The event log of one target as report lines."""
-        return [f"{m.kind}: {m.text}" for m in self.session.marks if m.target == view.target]
-
-    def action_bundle(self) -> None:
-        """Write an incident bundle of the recent frames."""
-        server_actions.bundle(self)
-
-    def action_apply(self) -> None:
-        """Apply the highlighted finding's change to the managed server, verify, roll back."""
-        self.run_worker(server_actions.apply(self), group="apply", exclusive=True)
-
-    def action_restart(self) -> None:
-        """Restart the managed server with the same flags."""
-        self.run_worker(server_actions.restart_same(self), group="apply", exclusive=True)
-
-    def action_step(self, frames: int) -> None:
-        """Replay: pause and move one frame forward or back."""
-        replay_actions.step(self, frames)
-
-    def action_jump(self, seconds: float) -> None:
-        """Replay: move by `seconds` of recorded time."""
-        replay_actions.jump(self, seconds)
-
-    def action_speed(self) -> None:
-        """Replay speed: x1, x10, as fast as possible."""
-        replay_actions.cycle_speed(self)
-
     def action_fleet(self, back: bool = False) -> None:
-        """The fleet table (from the dashboard); Esc goes back to it only with several servers."""
+        """The fleet table; `f` there (or Esc here, with several servers) toggles back."""
+        if isinstance(self.screen, FleetScreen):
+            if not back:
+                self.pop_screen()
+                self.refresh_views(even_paused=True)
+            return
         if back and not (self.fleet_mode or len(self.session.targets) > 1):
             return
         if not self.is_screen_installed(FLEET_SCREEN):
             self.install_screen(FleetScreen(), name=FLEET_SCREEN)
-        if not isinstance(self.screen, FleetScreen) and len(self.screen_stack) == 1:
+        if len(self.screen_stack) == 1:
             self.push_screen(FLEET_SCREEN)
             self.refresh_views(even_paused=True)
 
@@ -343,19 +357,40 @@ class VtopApp(App[int]):
         self.pop_screen()
         self.refresh_views(even_paused=True)
 
+    @on(FleetScreen.Changed)
+    def fleet_changed(self) -> None:
+        """The fleet table's sort or filter changed."""
+        self.refresh_views(even_paused=True)
+
     def action_next_target(self) -> None:
         """Show the next endpoint."""
         self.target_index += 1
         self.refresh_views()
 
+    def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
+        """A screenshot in the bundle directory (default: here), never a Downloads folder."""
+        where = self.deliver_screenshot(filename, path or str(Path(self.settings.bundle_dir)))
+        self.notify(f"screenshot: {where or 'not written'}", timeout=4)
+
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
-        yield SystemCommand("Pause / resume", "Freeze the display", self.action_pause)
-        yield SystemCommand("Diagnosis", "Full triage report", self.action_diagnosis)
-        yield SystemCommand("Explain finding", "The highlighted finding", self.action_explain)
+        yield SystemCommand(
+            "Pause / resume", "p: freeze the display or the replay", self.action_pause
+        )
+        yield SystemCommand("Diagnosis", "d: the full triage report", self.action_diagnosis)
+        yield SystemCommand("Explain finding", "e: the highlighted finding", self.action_explain)
+        yield SystemCommand(
+            "Incident bundle", "b: recording, findings, log tail", self.action_bundle
+        )
+        yield SystemCommand("Fleet table", "f: every server at a glance", self.action_fleet)
+        if self.feed.status(self.clock()).mode is Mode.REPLAY:
+            yield SystemCommand(
+                "Replay speed", "s: x1, x10, as fast as possible", self.action_speed
+            )
+            yield SystemCommand("Step forward", "]: one frame", lambda: self.action_step(1))
+            yield SystemCommand("Step back", "[: one frame", lambda: self.action_step(-1))
         for index, panel in enumerate(PANELS):
-            toggle = _toggler(self, panel)
-            yield SystemCommand(f"Toggle {panel} panel", f"key {index + 1}", toggle)
+            yield SystemCommand(f"Toggle {panel} panel", f"key {index + 1}", _toggler(self, panel))
 
 
 def _toggler(app: VtopApp, panel: str) -> Callable[[], None]:

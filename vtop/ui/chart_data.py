@@ -6,10 +6,20 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from vtop.core.session import Mark
-from vtop.core.summary import TargetSummary
+from vtop.core.frame import EventKind
+from vtop.core.session.session import Mark
+from vtop.core.session.summary import TargetSummary
 
-CHART_MARKS = frozenset({"restart", "counter_reset", "applied", "preemptions", "kv", "rollback"})
+CHART_MARKS = frozenset(
+    {
+        EventKind.RESTART,
+        EventKind.COUNTER_RESET,
+        EventKind.APPLIED,
+        EventKind.PREEMPTIONS,
+        EventKind.KV,
+        EventKind.ROLLBACK,
+    }
+)
 
 
 @dataclass(frozen=True)

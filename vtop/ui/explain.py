@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vtop.core.diagnose import Diagnosis
-from vtop.core.engine import Finding
-from vtop.core.rules import PACKAGED
-from vtop.core.session import TargetView
-from vtop.report import finding_lines, text_report
+from vtop.core.config.server_config import ServerConfig
+from vtop.core.rules.engine import Finding
+from vtop.core.rules.loader import PACKAGED
+from vtop.core.session.diagnose import Diagnosis
+from vtop.core.session.session import TargetState
+from vtop.text.report import finding_lines, text_report
 
 HELP = """\
 Keys
@@ -57,10 +58,10 @@ def rule_location(path: str) -> str:
     return f"rules/{file.name}" if file.parent == PACKAGED else path
 
 
-def explain(finding: Finding) -> str:
-    """Everything vtop knows about one finding."""
+def explain(finding: Finding, config: ServerConfig | None = None) -> str:
+    """Everything vtop knows about one finding (inferred settings it used said so)."""
     rule = finding.rule
-    lines = finding_lines(finding)
+    lines = finding_lines(finding, config=config)
     lines += ["", f"rule: {rule_location(rule.path)}:{rule.line}", f"expression: {rule.expr_text}"]
     if rule.source:
         lines.append(f"source: {rule.source}")
@@ -68,7 +69,7 @@ def explain(finding: Finding) -> str:
     return "\n".join([*lines, since])
 
 
-def current_diagnosis(view: TargetView, window: float, events: list[str]) -> Diagnosis:
+def current_diagnosis(view: TargetState, window: float, events: list[str]) -> Diagnosis:
     """The session's current state of a target as a Diagnosis (as `vtop diagnose` reports)."""
     now = view.last_timestamp or 0.0
     diagnosis = Diagnosis(view.target, now, window, view.triage, view.config, view.summary)
@@ -78,6 +79,6 @@ def current_diagnosis(view: TargetView, window: float, events: list[str]) -> Dia
     return diagnosis
 
 
-def diagnosis_text(view: TargetView, window: float, events: list[str]) -> str:
+def diagnosis_text(view: TargetState, window: float, events: list[str]) -> str:
     """The `vtop diagnose` report for the session's current state of a target."""
     return text_report(current_diagnosis(view, window, events))

@@ -14,13 +14,17 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 from textual.widgets.data_table import ColumnKey
 
-from vtop.core.fleet import SORT_KEYS, FleetRow
-from vtop.core.summary import TargetSummary
+from vtop.core.session.fleet import SORT_KEYS, FleetRow
+from vtop.core.session.summary import TargetSummary
 from vtop.ui.format import number, percent, seconds
 
 COLUMNS = ("server", "state", "finding", "run", "wait", "KV", "pre/s", "TTFT99", "gen/s", "model")
-FINDING_WIDTH = 20
+COLUMN_OF_SORT = dict(zip(SORT_KEYS, (0, 1, 3, 4, 5, 6, 7, 8, 2), strict=True))
+"""The column each sort key sorts by (it carries the sort marker)."""
+FINDING_WIDTH = 26
+SERVER_WIDTH = 21
 SEVERITY_STYLE = {"critical": "bold reverse", "warning": "bold"}
+SEVERITY_WORD = {"critical": "CRIT", "warning": "WARN", "info": "info"}
 
 
 def figures(summary: TargetSummary | None) -> list[str]:
@@ -41,11 +45,23 @@ def row_cells(row: FleetRow) -> list[str | Text]:
     """The cells of one server's row (the primary finding early, to fit 80 columns)."""
     judged = row.summary is not None and row.state in ("live", "restarted", "stale")
     text = row.finding or ("ok" if judged else "-")
-    if len(text) > FINDING_WIDTH:
-        text = text[: FINDING_WIDTH - 1] + "…"
-    finding = Text(text, style=SEVERITY_STYLE.get(row.severity, ""))
-    server = row.target.removeprefix("http://")
+    if row.finding and row.severity in SEVERITY_WORD:
+        text = f"{SEVERITY_WORD[row.severity]} {text}"
+    finding = Text(cut(text, FINDING_WIDTH), style=SEVERITY_STYLE.get(row.severity, ""))
+    server = cut(row.target.removeprefix("http://"), SERVER_WIDTH)
     return [server, row.state, finding, *figures(row.summary), row.model]
+
+
+def cut(text: str, width: int) -> str:
+    """Text shortened to `width` columns (an ellipsis marks the cut)."""
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def column_labels(sort_key: str, descending: bool) -> list[str]:
+    """Column headers, the sorted one marked with the order."""
+    marked = COLUMN_OF_SORT[sort_key]
+    arrow = "▼" if descending else "▲"
+    return [f"{name} {arrow}" if index == marked else name for index, name in enumerate(COLUMNS)]
 
 
 def engine_cells(engine: str, summary: TargetSummary) -> list[str | Text]:
@@ -84,6 +100,9 @@ class FleetScreen(Screen[None]):
             super().__init__()
             self.target = target
 
+    class Changed(Message):
+        """Sort or filter changed: the app redraws the table."""
+
     def __init__(self) -> None:
         super().__init__()
         self.sort_key = "target"
@@ -97,7 +116,7 @@ class FleetScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Static(id="fleet-summary", markup=False)
         table: DataTable[str | Text] = DataTable(id="fleet-table", cursor_type="row")
-        self._columns = table.add_columns(*COLUMNS)
+        self._columns = table.add_columns(*column_labels(self.sort_key, self.descending))
         yield table
         yield Input(placeholder="filter: server, model, state or finding", id="fleet-filter")
         yield Footer()
@@ -166,12 +185,12 @@ class FleetScreen(Screen[None]):
         """Sort by the next column (figures largest first)."""
         self.sort_key = SORT_KEYS[(SORT_KEYS.index(self.sort_key) + 1) % len(SORT_KEYS)]
         self.descending = self.sort_key not in ("target", "state", "finding")
-        self.app.refresh_views()  # type: ignore[attr-defined]
+        self._changed()
 
     def action_reverse(self) -> None:
         """Flip the sort order."""
         self.descending = not self.descending
-        self.app.refresh_views()  # type: ignore[attr-defined]
+        self._changed()
 
     def action_filter(self) -> None:
         """Show the filter box."""
@@ -184,12 +203,22 @@ class FleetScreen(Screen[None]):
         box = self.query_one(Input)
         box.value, box.display, self.filter_text = "", False, ""
         self.query_one(DataTable).focus()
-        self.app.refresh_views()  # type: ignore[attr-defined]
+        self._changed()
 
     @on(Input.Changed, "#fleet-filter")
     def _filter_changed(self, event: Input.Changed) -> None:
         self.filter_text = event.value
-        self.app.refresh_views()  # type: ignore[attr-defined]
+        self._changed()
+
+    def _changed(self) -> None:
+        """Mark the sorted column and ask the app for a redraw."""
+        table: DataTable[str | Text] = self.query_one(DataTable)
+        for key, label in zip(
+            self._columns, column_labels(self.sort_key, self.descending), strict=True
+        ):
+            table.columns[key].label = Text(label)
+        table.refresh()
+        self.post_message(self.Changed())
 
     @on(Input.Submitted, "#fleet-filter")
     def _filter_done(self) -> None:

@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
+from textual.reactive import reactive
 from textual.widgets import Static
-
-from vtop.ui.widgets.quiet import changed
 
 
 class Banner(Static):
     """Says what is wrong with the data and what vtop does about it."""
 
     DEFAULT_CSS = """
-    Banner { height: auto; display: none; background: $error; color: $text; }
+    Banner { height: auto; max-height: 2; display: none; background: $error; color: $text; }
     Banner.-shown { display: block; }
     """
 
+    text: reactive[str | None] = reactive(None, layout=True)
+
+    def watch_text(self, text: str | None) -> None:
+        self.set_class(text is not None, "-shown")
+        self.update(text or "")
+
     def say(self, text: str | None) -> None:
         """Show `text`, or hide when None."""
-        if changed(self, text):
-            self.set_class(text is not None, "-shown")
-            self.update(text or "")
+        self.text = text

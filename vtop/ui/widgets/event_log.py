@@ -5,17 +5,25 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from rich.text import Text
+from textual.reactive import reactive
 from textual.widgets import Static
 
-from vtop.core.session import Mark
+from vtop.core.frame import EventKind
+from vtop.core.session.session import Mark
 from vtop.ui.format import clock_time
-from vtop.ui.widgets.quiet import changed
 
-STYLES = {"finding": "bold", "cleared": "dim", "restart": "reverse", "applied": "reverse"}
+STYLES = {
+    EventKind.FINDING: "bold",
+    EventKind.CLEARED: "dim",
+    EventKind.RESTART: "reverse",
+    EventKind.APPLIED: "reverse",
+}
 
 
 class EventLog(Static):
     """Newest events first."""
+
+    newest: reactive[tuple[Mark, ...]] = reactive((), layout=False)
 
     def __init__(self) -> None:
         super().__init__(id="events", classes="panel")
@@ -23,9 +31,9 @@ class EventLog(Static):
 
     def show(self, marks: Iterable[Mark], limit: int = 50) -> None:
         """Render the newest `limit` marks."""
-        newest = tuple(list(marks)[-limit:])
-        if not changed(self, newest):
-            return
+        self.newest = tuple(list(marks)[-limit:])
+
+    def watch_newest(self, newest: tuple[Mark, ...]) -> None:
         text = Text()
         for mark in newest[::-1]:
             text.append(f"{clock_time(mark.timestamp)} ", style="dim")

@@ -6,10 +6,9 @@ from rich.text import Text
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
-from vtop.core.engine import Finding, Triage
-from vtop.core.session import short_key
-from vtop.report import flag_diff
-from vtop.ui.widgets.quiet import changed
+from vtop.core.rules.engine import Finding, Triage
+from vtop.core.session.session import short_key
+from vtop.text.report import flag_diff
 
 SEVERITY_STYLE = {"critical": "bold reverse", "warning": "bold", "info": "dim"}
 
@@ -42,14 +41,21 @@ class FindingsPanel(OptionList):
         super().__init__(id="findings", classes="panel")
         self.border_title = "Findings"
         self.findings: list[Finding] = []
+        self._shown: tuple[tuple[str, ...], str | None] | None = None
 
-    def show(self, triage: Triage | None, reason: str | None = None) -> None:
-        """Replace the list, keeping the highlighted finding when it is still there."""
+    def show(
+        self, triage: Triage | None, reason: str | None = None, stale: str | None = None
+    ) -> None:
+        """Replace the list, keeping the highlighted finding when it is still there; when the
+        data stopped, the title says the findings are the last ones seen."""
+        self.border_title = f"Findings: {stale}, last seen" if stale else "Findings"
         findings = list(triage.findings) if triage is not None else []
         texts = tuple(finding_prompt(f, is_primary(i, f)).plain for i, f in enumerate(findings))
-        if not changed(self, (texts, reason if not findings else None)):
+        key = (texts, reason if not findings else None)
+        if key == self._shown:
             self.findings = findings
             return
+        self._shown = key
         if [f.key for f in findings] == [f.key for f in self.findings] and findings:
             self.findings = findings
             for index, finding in enumerate(findings):

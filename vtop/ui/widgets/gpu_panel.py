@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from rich.table import Table
 from rich.text import Text
+from textual.reactive import reactive
 from textual.widgets import Static
 
 from vtop.core.frame import GpuSnapshot, GpuState
 from vtop.ui.format import gpu_row, gpu_users
-from vtop.ui.widgets.quiet import changed
 
 COLUMNS = ("GPU", "util", "mem", "power", "temp", "SM", "throttle")
 
@@ -16,14 +16,18 @@ COLUMNS = ("GPU", "util", "mem", "power", "temp", "SM", "throttle")
 class GpuPanel(Static):
     """A table per GPU, or a clear empty state."""
 
+    shown: reactive[tuple[GpuSnapshot | None, frozenset[int]]] = reactive((None, frozenset()))
+
     def __init__(self) -> None:
         super().__init__(id="gpu", classes="panel")
         self.border_title = "GPUs"
 
     def show(self, snapshot: GpuSnapshot | None, vllm_pids: frozenset[int] = frozenset()) -> None:
         """Render the latest snapshot."""
-        if not changed(self, (snapshot, vllm_pids)):
-            return
+        self.shown = (snapshot, vllm_pids)
+
+    def watch_shown(self, shown: tuple[GpuSnapshot | None, frozenset[int]]) -> None:
+        snapshot, vllm_pids = shown
         if snapshot is None:
             self.update(Text("No GPU readings (none taken yet, or none recorded)", style="dim"))
         elif snapshot.state is GpuState.NO_GPU:

@@ -1,20 +1,24 @@
-"""One-line header: endpoint, model, version, engines, uptime, state, sample age."""
+"""One-line header by priority: state, sample age and mode first; the server, shortened, last."""
 
 from __future__ import annotations
 
+from textual.reactive import reactive
 from textual.widgets import Static
 
-from vtop.ui.widgets.quiet import changed
+from vtop.ui.state import fit
 
 
 class Header(Static):
-    """Shows what vtop is watching and how fresh the data is."""
+    """Shows what vtop is watching and how fresh the data is; cut from the end, never the state."""
 
     DEFAULT_CSS = """
     Header { height: 1; background: $primary-background; }
     """
 
-    def show(self, text: str) -> None:
-        """Replace the line if it changed."""
-        if changed(self, text):
-            self.update(text, layout=False)  # one row whatever the text: repaint only
+    parts: reactive[tuple[str, ...]] = reactive((), layout=False)
+
+    def watch_parts(self) -> None:
+        self.update(fit(self.parts, self.size.width or 80), layout=False)
+
+    def on_resize(self) -> None:
+        self.watch_parts()

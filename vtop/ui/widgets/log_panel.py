@@ -8,8 +8,7 @@ from collections.abc import Sequence
 from rich.text import Text
 from textual.widgets import Static
 
-from vtop.core.startup_failures import StartupFailure, explain_failure
-from vtop.ui.widgets.quiet import changed
+from vtop.core.config.startup_failures import StartupFailure, explain_failure
 
 SHOWN_LINES = 200
 ACCESS_LINE = re.compile(r'"(GET|POST|PUT|DELETE) /\S* HTTP/[\d.]+" \d{3}')
@@ -29,15 +28,17 @@ class LogPanel(Static):
     def __init__(self) -> None:
         super().__init__(id="log", classes="panel")
         self.border_title = "vLLM log"
-        self.display = False
         self._tail: list[str] = []
         self._failure: StartupFailure | None = None
+        self._shown: tuple[int, str, bool] | None = None
 
     def show(self, lines: Sequence[str], exited: bool) -> None:
         """Render the tail; after an exit, the failure line and what it means come first."""
-        if not lines or not changed(self, (len(lines), lines[-1], exited)):
+        key = (len(lines), lines[-1], exited) if lines else None
+        if key is None or key == self._shown:
             return
-        self.display = True
+        self._shown = key
+        self.add_class("-has-log")
         recent = list(lines)[-SHOWN_LINES:]
         self._tail = [compact(line) for line in recent if not ACCESS_LINE.search(line)]
         self._failure = explain_failure("\n".join(self._tail)) if exited else None

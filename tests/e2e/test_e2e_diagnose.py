@@ -1,0 +1,212 @@
+"""`vtop diagnose` against a real vLLM under real incidents, with the URL alone and with the log.
+
+Each incident's load is measured before it is judged (tests/incidents.py): a machine on which the
+load cannot provoke the mechanism fails with the figures, not with a wrong verdict.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import signal
+from collections.abc import Sequence
+
+import pytest
+
+from tests.support.incidents import (
+    BUDGET,
+    HEALTHY,
+    NO_CACHE,
+    OVER_ADMITTED,
+    SEQ_CAP,
+    SETTLE_S,
+    SHORT_PREFIX,
+    WINDOW_S,
+    Load,
+    LoadProcess,
+    both_modes,
+    figures,
+    measure,
+    provoke,
+    watch,
+)
+from tests.support.scenarios import LIGHT
+from tests.support.vllm_harness.server import ServerPool
+from vtop.core.ingest.sources.vllm_http import ScrapeOptions
+from vtop.core.rules.engine import Finding
+from vtop.core.rules.loader import load_rules
+from vtop.core.session.diagnose import DiagnoseOptions, Diagnosis, diagnose_url
+from vtop.text.report import json_report, text_report
+
+pytestmark = pytest.mark.vllm
+# Ordered so that consecutive tests share one server (the pool keeps one; a start is ~75 s here),
+# ending on the storm server that test_e2e_vllm.py starts with.
+
+
+def found(diagnosis: Diagnosis) -> dict[str, Finding]:
+    """Every finding and attached symptom by rule id."""
+    assert diagnosis.triage is not None, diagnosis.reason
+    every = {f.rule.id: f for f in diagnosis.triage.findings}
+    return every | {s.rule.id: s for f in diagnosis.triage.findings for s in f.symptoms}
+
+
+def primary(diagnosis: Diagnosis) -> Finding:
+    assert diagnosis.triage is not None and diagnosis.triage.primary is not None, (
+        diagnosis.reason,
+        diagnosis.summary,
+    )
+    return diagnosis.triage.primary
+
+
+def proposed(finding: Finding, flag: str) -> float | str | None:
+    return next(c.proposed for c in finding.changes if c.flag == flag)
+
+
+def stable(values: Sequence[float | str | None]) -> bool:
+    """The same proposal, or numbers within one step of each other."""
+    numbers = [v for v in values if isinstance(v, float)]
+    return len(numbers) == len(values) and max(numbers) - min(numbers) <= 1
+
+
+async def test_token_budget_found_with_the_url_alone_and_with_the_log(
+    vllm_pool: ServerPool,
+) -> None:
+    server = vllm_pool.get(BUDGET.spec)
+    recorded = await provoke(server, BUDGET, windows=3)
+    rules, values = load_rules(), []
+    for frames in recorded.windows:
+        for mode, diagnosis in both_modes(server, frames, rules).items():
+            seen = (mode, recorded.measured, text_report(diagnosis))
+            assert primary(diagnosis).rule.id == "Q3", seen
+            value = proposed(primary(diagnosis), "--max-num-batched-tokens")
+            assert value == 128, seen
+            values.append(value)
+            if mode == "url only":
+                inferred = json_report(diagnosis)["primary"]["inferred"]
+                assert "max_num_batched_tokens" in inferred, seen
+                assert "inferred: steps carried" in text_report(diagnosis)
+    assert stable(values), values
+
+
+async def test_prefix_caching_off_is_flagged(vllm_pool: ServerPool) -> None:
+    server = vllm_pool.get(NO_CACHE.spec)
+    recorded = await provoke(server, NO_CACHE)
+    for mode, diagnosis in both_modes(server, recorded.windows[0], load_rules()).items():
+        every = found(diagnosis)
+        assert "K1-off" in every, (mode, list(every))
+        flag = proposed(every["K1-off"], "--enable-prefix-caching")
+        assert flag == "--enable-prefix-caching", mode
+
+
+async def test_sequence_cap_found_with_the_url_alone_and_with_the_log(
+    vllm_pool: ServerPool,
+) -> None:
+    server = vllm_pool.get(SEQ_CAP.spec)
+    recorded = await provoke(server, SEQ_CAP, windows=3)
+    rules, values = load_rules(), []
+    for frames in recorded.windows:
+        for mode, diagnosis in both_modes(server, frames, rules).items():
+            seen = (mode, recorded.measured, text_report(diagnosis))
+            assert primary(diagnosis).rule.id == "Q2", seen
+            value = proposed(primary(diagnosis), "--max-num-seqs")
+            assert isinstance(value, float) and 2 < value <= 8, seen
+            values.append(value)
+            if mode == "url only":
+                assert "max_num_seqs = 2 is inferred: running held at 2" in text_report(diagnosis)
+    assert stable(values), values
+
+
+async def test_healthy_light_load_has_no_warning(vllm_pool: ServerPool) -> None:
+    server = vllm_pool.get(HEALTHY.spec)
+    recorded = await provoke(server, HEALTHY)
+    for mode, diagnosis in both_modes(server, recorded.windows[0], load_rules()).items():
+        assert diagnosis.verdict == "ok", (mode, text_report(diagnosis))
+        assert diagnosis.exit_code == 0
+
+
+async def test_a_stopped_engine_is_critical_and_clears_when_it_resumes(
+    vllm_pool: ServerPool,
+) -> None:
+    server = vllm_pool.get(LIGHT)
+    engines = server.engine_core_pids()
+    assert engines, "no EngineCore process found under the API server"
+    rules, options = load_rules(), DiagnoseOptions(WINDOW_S, read_gpus=False)
+    load = LoadProcess(Load(8, 32, 64, output_max=256), server.url, 120)
+    try:
+        await asyncio.sleep(SETTLE_S)
+        frozen = await stop_with_requests_inside(server.url, engines)
+        try:
+            stopped = await diagnose_url(server.url, rules, options, ScrapeOptions(timeout_s=10))
+        finally:
+            for pid in engines:
+                os.kill(pid, signal.SIGCONT)
+        seen = (frozen, text_report(stopped))
+        assert primary(stopped).rule.id == "S1", seen
+        assert stopped.exit_code == 2, seen
+        await asyncio.sleep(5)
+        resumed = await diagnose_url(server.url, rules, options, ScrapeOptions(timeout_s=10))
+        assert "S1" not in found(resumed), text_report(resumed)
+    finally:
+        load.stop()
+
+
+async def stop_with_requests_inside(url: str, engines: list[int]) -> str:
+    """SIGSTOP the engine cores at a moment their gauges show requests (a hang caught between
+    two batches freezes the gauges at 0 running, 0 waiting: vLLM's metrics then look idle)."""
+    for _ in range(20):
+        before = measure(await watch(url, 0.5, interval=0.1))
+        for pid in engines:
+            os.kill(pid, signal.SIGSTOP)
+        await asyncio.sleep(1.5)
+        frozen = measure(await watch(url, 1.0, interval=0.5))
+        if frozen.running_peak >= 1 and frozen.generated == 0:
+            return figures(frozen)
+        for pid in engines:
+            os.kill(pid, signal.SIGCONT)
+        await asyncio.sleep(1.0)
+    raise AssertionError(f"the gauges never showed requests at a stop: {figures(before)}")
+
+
+async def test_short_shared_prefix_explains_zero_hits_without_enabling_caching(
+    vllm_pool: ServerPool,
+) -> None:
+    server = vllm_pool.get(SHORT_PREFIX.spec)
+    recorded = await provoke(server, SHORT_PREFIX)
+    for mode, diagnosis in both_modes(server, recorded.windows[0], load_rules()).items():
+        every = found(diagnosis)
+        assert "K1-block" in every and "K1-off" not in every, (mode, list(every))
+        flags = {c.flag for f in every.values() for c in f.changes}
+        assert "--enable-prefix-caching" not in flags, mode
+
+
+async def test_preemption_storm_found_with_the_url_alone_and_with_the_log(
+    vllm_pool: ServerPool,
+) -> None:
+    server = vllm_pool.get(OVER_ADMITTED.spec)
+    recorded = await provoke(server, OVER_ADMITTED, windows=3)
+    rules, values = load_rules(), []
+    for frames in recorded.windows:
+        for mode, diagnosis in both_modes(server, frames, rules).items():
+            seen = (mode, recorded.measured, text_report(diagnosis))
+            first = primary(diagnosis)
+            assert first.rule.id == "M1", seen
+            assert diagnosis.exit_code == 2
+            reported = [diagnosis.config.number(n) for n in ("kv_capacity_tokens", "block_size")]
+            assert reported == [1024, 128], seen  # from vllm:cache_config_info in both modes
+            capacity, block = 1024, 128
+            prompt, output = first.evidence["mean_prompt"], first.evidence["mean_output"]
+            assert prompt is not None and output is not None, seen
+            assert prompt == pytest.approx(96, rel=0.05), seen
+            per_request = math.ceil((prompt + output) / block)
+            expected = max(1, math.floor(0.9 * (capacity / block - 1) / per_request))
+            value = proposed(first, "--max-num-seqs")
+            assert value == expected < 16, seen
+            values.append(value)
+            if mode == "with log":
+                # --num-gpu-blocks-override 8 pins the pool: more blocks is the alternative
+                blocks = proposed(first, "--num-gpu-blocks-override")
+                assert blocks == math.ceil(16 * per_request / 0.9) + 1, seen
+                assert "--gpu-memory-utilization" not in {c.flag for c in first.changes}
+            assert "ST3" not in found(diagnosis)  # 300 of 512 tokens is max_tokens
+    assert stable(values), values

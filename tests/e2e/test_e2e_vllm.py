@@ -1,0 +1,184 @@
+"""End-to-end on a real vLLM (CPU build, tiny random model): vtop's scrape vs what happened."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support.prometheus_harness import prometheus, wait_for_samples
+from tests.support.vllm_harness.server import ServerPool, ServerSpec
+from tests.support.watch import Watcher
+from vtop.core.config.cache_config import cache_configs
+from vtop.core.config.kv import ModelShape, bytes_per_token, capacity_tokens
+from vtop.core.config.server_config import from_log
+from vtop.core.ingest.poller import poll
+from vtop.core.ingest.recorder import RecordingReader, RecordingWriter
+from vtop.core.ingest.sources.vllm_http import ScrapeOptions, VllmHttpSource
+from vtop.core.manage.bench import Bench, BenchConfig, Lengths
+from vtop.core.rules.loader import load_rules
+from vtop.core.session.diagnose import DiagnoseOptions, diagnose_frames, diagnose_prometheus
+from vtop.text.report import fleet_text_report, json_report
+
+pytestmark = pytest.mark.vllm
+
+STORM = ServerSpec(num_gpu_blocks_override=8, block_size=128, max_num_seqs=16)
+LIGHT = ServerSpec(max_num_seqs=16)
+# 8 blocks, one kept by vLLM as the null block: 7 usable. A request of 296 tokens holds 3 blocks and
+# a preemption frees them at once, so a scrape between steps sees 6/7 or 7/7 at the fullest.
+FULLEST_SCRAPE_AT_LEAST = 6 / 7 - 0.01
+# Rules hold for a while before they are findings (M1: 5 s) and the storm lasts only 10-20 s on
+# this model, so the watch goes on after the load, as an operator's diagnosis right after would.
+WATCH_AFTER_S = 6.0
+B1_HOLDS_AFTER_S = 12.0
+"""B1 (replica imbalance) must hold 10 s; its evidence spans the last minute."""
+
+
+STORM_REQUESTS = 48
+"""Two waves of 24 streams: a storm of 10-20 s, so scrapes 0.25 s apart (slower when the machine is
+busy) catch the pool at its fullest more than once."""
+
+
+def storm_load(url: str) -> BenchConfig:
+    """24 concurrent streams of ~100+200 tokens: far more than 1,024 KV tokens hold."""
+    return BenchConfig(
+        url=url,
+        concurrency=24,
+        num_requests=STORM_REQUESTS,
+        prompt_tokens=Lengths(96, 96),
+        output_tokens=Lengths(200, 200),
+        stall_timeout_s=120,
+    )
+
+
+async def test_storm_is_seen_as_waiting_full_kv_and_preemptions(
+    vllm_pool: ServerPool, tmp_path: Path
+) -> None:
+    server = vllm_pool.get(STORM)
+    watcher = Watcher(server.url, interval=0.25)
+    started = time.time()
+    report = await watcher.during(Bench(storm_load(server.url)).run(), WATCH_AFTER_S)
+    await watcher.close()
+    assert report.completed == STORM_REQUESTS and report.failed == 0
+    assert watcher.peak("waiting") > 0
+    assert watcher.peak("kv_usage") >= FULLEST_SCRAPE_AT_LEAST
+    assert watcher.peak("preemptions_per_s") > 0
+    window = time.time() - started + 1
+    store, now = watcher.store, time.time()
+    [preempted] = store.sum_by(store.increase, "vllm:num_preemptions_total", now, window).values()
+    assert preempted > 0
+    # The storm's TTFT is bimodal (the first admitted batch answers in tens of ms, the rest
+    # queue for seconds), so the median flips between the modes from run to run; the tail is
+    # what the server's histogram and the client both see.
+    ttft = "vllm:time_to_first_token_seconds"
+    server_ttft = store.histogram_quantile(0.95, ttft, now, window)[()]
+    client_ttft = report.ttft.p95
+    assert server_ttft is not None and client_ttft is not None
+    counted = store.sum_by(store.increase, ttft + "_count", now, window)
+    seen = (server_ttft, client_ttft, counted)
+    assert client_ttft / 2.5 <= server_ttft <= client_ttft * 2.5, seen
+    assert_recording_replays_the_same(watcher, tmp_path / "storm.vtoprec")
+
+
+def assert_recording_replays_the_same(watcher: Watcher, path: Path) -> None:
+    """Record the real frames, read them back: the diagnosis is the same at the same time."""
+    with RecordingWriter(path) as writer:
+        for frame in watcher.frames:
+            writer.write(frame)
+    target, rules, options = watcher.source.target, load_rules(), DiagnoseOptions()
+    live = json_report(diagnose_frames(target, watcher.frames, rules, options))
+    replayed = json_report(diagnose_frames(target, list(RecordingReader(path)), rules, options))
+    assert replayed == live
+    assert live["findings"], "the storm left no finding"
+
+
+async def test_prometheus_sees_the_storm_like_a_direct_scrape_and_the_imbalance(
+    vllm_pool: ServerPool, tmp_path: Path
+) -> None:
+    """A real Prometheus scraping a storming and an idle real vLLM: the same primary finding as
+    vtop's direct scrape for the stormy one, and B1 (one queues while its peer idles)."""
+    stormy, idle = vllm_pool.get(STORM), vllm_pool.get(LIGHT, keep=2)
+    instances = [url.removeprefix("http://") for url in (stormy.url, idle.url)]
+    with prometheus(instances, tmp_path / "prometheus") as url:
+        wait_for_samples(url, "vllm:num_requests_running", 2)
+        started, watcher = time.time(), Watcher(stormy.url, interval=0.25)
+        await watcher.during(Bench(storm_load(stormy.url)).run(), B1_HOLDS_AFTER_S)
+        await watcher.close()
+        rules, options = load_rules(), DiagnoseOptions()
+        direct = diagnose_frames(watcher.source.target, watcher.frames, rules, options)
+        since = time.time() - started + 5
+        fleet = await diagnose_prometheus(
+            url, since, 1, rules, options, ScrapeOptions(), time.time()
+        )
+    by_target = {d.target: d for d in fleet.servers}
+    assert sorted(by_target) == sorted(instances)
+    through_prometheus = by_target[instances[0]].triage
+    assert direct.triage is not None and direct.triage.primary is not None
+    assert through_prometheus is not None and through_prometheus.primary is not None
+    peaks = {field: watcher.peak(field) for field in ("waiting", "running", "kv_usage")}
+    seen = (peaks, len(watcher.frames), direct.triage.findings, direct.triage.unchecked)
+    assert through_prometheus.primary.rule.id == direct.triage.primary.rule.id == "M1", seen
+    assert by_target[instances[1]].triage is None, by_target[instances[1]].reason  # no traffic
+    assert fleet.fleet is not None
+    imbalance = [dict(f.labels)["instance"] for f in fleet.fleet.findings if f.rule.id == "B1"]
+    assert imbalance == [instances[0]], fleet_text_report(fleet)
+
+
+async def test_light_load_has_no_preemptions_and_no_waiting(vllm_pool: ServerPool) -> None:
+    server = vllm_pool.get(LIGHT)
+    watcher = Watcher(server.url)
+    config = BenchConfig(
+        url=server.url,
+        concurrency=2,
+        num_requests=10,
+        prompt_tokens=Lengths(32, 32),
+        output_tokens=Lengths(32, 32),
+    )
+    report = await watcher.during(Bench(config).run())
+    await watcher.close()
+    assert report.completed == 10
+    assert watcher.peak("waiting") == 0
+    assert watcher.peak("preemptions_per_s") == 0
+    assert watcher.peak("generation_tokens_per_s") > 0
+    store, now = watcher.store, time.time()
+    [generated] = store.sum_by(store.increase, "vllm:generation_tokens_total", now, 600).values()
+    assert generated == 10 * 32
+
+
+async def test_restart_is_a_counter_reset_not_a_negative_rate(vllm_pool: ServerPool) -> None:
+    server = vllm_pool.get(LIGHT)
+    watcher = Watcher(server.url)
+    small = BenchConfig(
+        url=server.url,
+        concurrency=2,
+        num_requests=4,
+        prompt_tokens=Lengths(16, 16),
+        output_tokens=Lengths(16, 16),
+    )
+    await watcher.during(Bench(small).run())
+    server.restart()  # same port: the same source keeps scraping
+    await watcher.during(Bench(small).run())
+    assert "counter_reset" in watcher.events or "restart" in watcher.events
+    store, now = watcher.store, time.time()
+    rates = store.sum_by(store.rate, "vllm:generation_tokens_total", now, 900)
+    assert all(rate >= 0 for rate in rates.values())
+    [generated] = store.sum_by(store.increase, "vllm:generation_tokens_total", now, 900).values()
+    assert generated >= 4 * 16  # post-restart tokens counted, nothing negative
+    frame = await poll([watcher.source], None, now + 1)
+    assert frame.scrapes[0].ok
+    await watcher.close()
+
+
+async def test_kv_model_reproduces_the_servers_own_kv_cache_size(vllm_pool: ServerPool) -> None:
+    server = vllm_pool.get(LIGHT)
+    logged, _ = from_log(server.log_text())
+    frame = await poll([VllmHttpSource(server.url, ScrapeOptions())], None, time.time())
+    [config] = cache_configs(frame.scrapes[0].samples)
+    per_token = bytes_per_token(ModelShape.from_path(server.model_path))
+    assert per_token == 2 * 1 * 64 * 2 * 2  # layers x KV heads x head_dim x (K,V) x bf16
+    budget = LIGHT.kv_cache_space_gib * 2**30  # VLLM_CPU_KVCACHE_SPACE on the CPU build
+    computed = capacity_tokens(budget, per_token, config.block_size or 16)
+    assert computed == logged["kv_capacity_tokens"].value == config.kv_capacity_tokens
+    _, facts = from_log(server.log_text())  # GET /version agrees with the startup log
+    assert facts.version is not None and frame.scrapes[0].server_version == facts.version

@@ -1,0 +1,183 @@
+"""The Prometheus source against a real Prometheus server scraping local /metrics servers."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from contextlib import ExitStack
+from pathlib import Path
+
+import pytest
+
+from tests.support.http_server import Canned, serving, serving_handler
+from tests.support.payloads import fixture
+from tests.support.prometheus_harness import prometheus, wait_for_samples
+from tests.support.storm_server import IDLE, storm_handler
+from vtop.cli import main
+from vtop.core.frame import Frame, ScrapeStatus, TargetScrape
+from vtop.core.ingest.exposition import ExpositionParser
+from vtop.core.ingest.recorder import RecordingReader, RecordingWriter
+from vtop.core.ingest.sources.prometheus import (
+    PrometheusClient,
+    PrometheusError,
+    PrometheusFeed,
+    history_frames,
+)
+from vtop.core.ingest.sources.vllm_http import ScrapeOptions
+from vtop.core.rules.loader import load_rules
+from vtop.core.session.diagnose import DiagnoseOptions, diagnose_fleet, diagnose_prometheus
+from vtop.text.report import fleet_json_report
+
+
+def host_port(url: str) -> str:
+    """http://127.0.0.1:8000 -> 127.0.0.1:8000 (Prometheus' instance label)."""
+    return url.removeprefix("http://")
+
+
+def own_samples(scrape: TargetScrape) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """A scrape's samples as {(name, labels): value}."""
+    return {(s.series.name, s.series.labels): s.value for s in scrape.samples}
+
+
+async def live_frame(url: str) -> dict[str, TargetScrape]:
+    """One live frame from Prometheus, scrapes by target."""
+    feed = PrometheusFeed(PrometheusClient(url, ScrapeOptions()), 1.0)
+    try:
+        return await next_scrapes(feed)
+    finally:
+        await feed.close()
+
+
+async def next_scrapes(feed: PrometheusFeed) -> dict[str, TargetScrape]:
+    """The feed's next frame, scrapes by target."""
+    [frame] = await feed.frames(time.time())
+    return {scrape.target: scrape for scrape in frame.scrapes}
+
+
+async def until_down(
+    url: str, target: str, stop: Callable[[], object], timeout_s: float
+) -> TargetScrape:
+    """See `target` up, `stop` it, then poll the same feed until Prometheus has it down."""
+    feed = PrometheusFeed(PrometheusClient(url, ScrapeOptions()), 1.0)
+    try:
+        assert (await next_scrapes(feed))[target].ok
+        stop()
+        deadline = time.time() + timeout_s
+        while (state := (await next_scrapes(feed))[target]).ok and time.time() < deadline:
+            await asyncio.sleep(0.5)
+        return state
+    finally:
+        await feed.close()
+
+
+async def history(url: str, since_s: float) -> list[Frame]:
+    """The frames of the last `since_s` seconds, one per second, from Prometheus."""
+    client = PrometheusClient(url, ScrapeOptions())
+    try:
+        now = time.time()
+        return await history_frames(client, now - since_s, now, 1)
+    finally:
+        await client.close()
+
+
+def assert_recording_replays_the_same(url: str, path: Path) -> None:
+    """Frames from Prometheus (query results, no /metrics text) recorded and read back give the
+    same fleet diagnosis: the recording holds their samples as text."""
+    frames = asyncio.run(history(url, 60))
+    with RecordingWriter(path) as writer:
+        for frame in frames:
+            writer.write(frame)
+    replayed = list(RecordingReader(path))
+    assert [len(s.samples) for f in replayed for s in f.scrapes] == [
+        len(s.samples) for f in frames for s in f.scrapes
+    ]
+    rules, options = load_rules(), DiagnoseOptions()
+    live = fleet_json_report(diagnose_fleet(frames, rules, options))
+    assert live["fleet"]["findings"], "the storm left no fleet finding"
+    assert fleet_json_report(diagnose_fleet(replayed, rules, options)) == live
+
+
+def test_prometheus_gives_the_fleet_what_direct_scrapes_give(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with ExitStack() as stack:
+        storm = stack.enter_context(serving_handler(storm_handler(time.time())))
+        idle_stack = stack.enter_context(ExitStack())
+        idle = idle_stack.enter_context(serving(Canned(IDLE)))
+        real = stack.enter_context(serving(Canned(fixture("underload"))))
+        names = [host_port(url) for url in (storm, idle, real)]
+        url = stack.enter_context(prometheus(names, tmp_path / "prometheus"))
+        wait_for_samples(url, "vllm:num_requests_running", 3)
+
+        scrapes = asyncio.run(live_frame(url))
+        assert sorted(scrapes) == sorted(names)
+        assert all(scrape.ok for scrape in scrapes.values())
+        direct = ExpositionParser().parse(fixture("underload"))
+        expected = {
+            (s.series.name, s.series.labels): s.value
+            for s in direct.samples
+            if s.series.name.startswith("vllm:") or s.series.name == "process_start_time_seconds"
+        }
+        assert own_samples(scrapes[names[2]]) == expected
+        assert scrapes[names[2]].metric_types["vllm:num_preemptions_total"] == "counter"
+
+        time.sleep(14)  # B1 must hold 10 s
+        fleet = asyncio.run(
+            diagnose_prometheus(
+                url, 60, 1, load_rules(), DiagnoseOptions(), ScrapeOptions(), time.time()
+            )
+        )
+        by_target = {d.target: d for d in fleet.servers}
+        stormy = by_target[names[0]].triage
+        assert stormy is not None and stormy.primary is not None
+        assert stormy.primary.rule.id == "M1"
+        assert by_target[names[1]].triage is None  # idle: no traffic, nothing to diagnose
+        assert fleet.fleet is not None
+        imbalance = [f for f in fleet.fleet.findings if f.rule.id == "B1"]
+        assert [dict(f.labels)["instance"] for f in imbalance] == [names[0]]
+        assert fleet.exit_code == 2
+        assert_recording_replays_the_same(url, tmp_path / "fleet.vtoprec")
+        argv = ["diagnose", "--prometheus", url, "--since", "60s", "--step", "1s"]
+        assert main([*argv, "--json"]) == 2
+        report = json.loads(capsys.readouterr().out)
+        assert report["schema"] == "vtop.fleet/1"
+        assert [f["id"] for f in report["fleet"]["findings"]] == ["B1"]
+        assert main(argv) == 2
+        text = capsys.readouterr().out
+        assert "ACROSS SERVERS" in text and "B1 uneven load across replicas" in text
+
+        state = asyncio.run(until_down(url, names[1], idle_stack.close, 15))
+        assert state.status is ScrapeStatus.UNREACHABLE and "up == 0" in state.error
+        # A vtop started now, with that server already down, still lists it (from the last hour).
+        fresh = asyncio.run(live_frame(url))
+        assert sorted(fresh) == sorted(names)
+        assert (
+            fresh[names[1]].status is ScrapeStatus.UNREACHABLE
+            and "up == 0" in fresh[names[1]].error
+        )
+
+
+def test_not_prometheus_and_unreachable_are_clear_errors() -> None:
+    async def ask(url: str) -> None:
+        client = PrometheusClient(url, ScrapeOptions(timeout_s=2))
+        try:
+            await client.query("up", time.time())
+        finally:
+            await client.close()
+
+    not_prometheus = Canned("<html>nope</html>", status=404, content_type="text/html")
+    with (
+        serving(not_prometheus) as url,
+        pytest.raises(PrometheusError, match="not a Prometheus API answer"),
+    ):
+        asyncio.run(ask(url))
+    with pytest.raises(PrometheusError, match=r"127\.0\.0\.1:9"):
+        asyncio.run(ask("http://127.0.0.1:9"))
+
+
+def test_diagnose_cli_without_prometheus_exits_3(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["diagnose", "--prometheus", "http://127.0.0.1:9", "--since", "5m"])
+    assert code == 3
+    assert "vtop diagnose: http://127.0.0.1:9" in capsys.readouterr().err

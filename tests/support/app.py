@@ -1,0 +1,39 @@
+"""Driving the real dashboard in tests."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from textual.pilot import Pilot
+
+from vtop.core.config.settings import Settings
+from vtop.core.frame import Frame
+from vtop.core.ingest.feeds import ReplayFeed
+from vtop.core.rules.loader import load_rules
+from vtop.ui.app import VtopApp
+from vtop.ui.widgets.banner import Banner
+from vtop.ui.widgets.header import Header
+
+
+def replay_app(frames: list[Frame]) -> VtopApp:
+    """The dashboard on frames given at once."""
+    clock = frames[-1].timestamp
+    return VtopApp(Settings(), ReplayFeed(frames, speed=0), load_rules(), clock=lambda: clock)
+
+
+async def wait_for(pilot: Pilot[int], condition: Callable[[], bool], timeout: float = 15) -> None:
+    """Let the app run until `condition` holds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached"
+        await pilot.pause(0.05)
+
+
+def header(app: VtopApp) -> str:
+    return str(app.query_one(Header).render())
+
+
+def banner(app: VtopApp) -> str | None:
+    widget = app.query_one(Banner)
+    return str(widget.render()) if widget.has_class("-shown") else None

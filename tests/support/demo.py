@@ -1,0 +1,70 @@
+"""The recording shipped as `vtop demo`, and its storm part."""
+
+from __future__ import annotations
+
+import dataclasses
+from importlib import resources
+from pathlib import Path
+
+from textual.pilot import Pilot
+
+from vtop.core.config.settings import Settings
+from vtop.core.frame import Frame, ScrapeStatus, TargetScrape
+from vtop.core.ingest.feeds import ReplayFeed
+from vtop.core.ingest.recorder import RecordingReader
+from vtop.core.rules.loader import load_rules
+from vtop.ui.app import VtopApp
+
+
+def demo_frames() -> list[Frame]:
+    """The recording shipped as `vtop demo`."""
+    with resources.as_file(resources.files("vtop.demo") / "storm.vtoprec") as path:
+        return list(RecordingReader(Path(path)))
+
+
+FRAMES = demo_frames()
+APPLIED = next(i for i, f in enumerate(FRAMES) if any(e.kind == "applied" for e in f.events))
+STORM = FRAMES[: APPLIED - 10]
+TARGET = STORM[-1].scrapes[0].target
+
+
+def app_on(frames: list[Frame]) -> VtopApp:
+    """The dashboard on frames, clock fixed at the last one."""
+    clock = frames[-1].timestamp
+    settings = Settings(urls=(TARGET,))
+    return VtopApp(settings, ReplayFeed(frames, speed=0), load_rules(), clock=lambda: clock)
+
+
+async def loaded(pilot: Pilot[int]) -> None:
+    """Wait until every frame is ingested and drawn."""
+    app = pilot.app
+    assert isinstance(app, VtopApp) and isinstance(app.feed, ReplayFeed)
+    for _ in range(100):
+        await pilot.pause(0.02)
+        if app.feed.finished and app.session.now == app.feed.recorded[-1].timestamp:
+            break
+    await pilot.pause(0.2)
+
+
+def fleet_frames() -> list[Frame]:
+    """The storm seen on two replicas, plus a third that refuses connections."""
+    down = TargetScrape("http://10.0.0.3:8000", ScrapeStatus.UNREACHABLE, error="refused")
+    return [
+        dataclasses.replace(
+            frame,
+            scrapes=(
+                frame.scrapes[0],
+                dataclasses.replace(frame.scrapes[0], target="http://10.0.0.2:8000"),
+                down,
+            ),
+        )
+        for frame in STORM
+    ]
+
+
+def fleet_app() -> VtopApp:
+    """The fleet table on three servers."""
+    frames = fleet_frames()
+    clock = frames[-1].timestamp
+    feed = ReplayFeed(frames, speed=0)
+    return VtopApp(Settings(urls=(TARGET,)), feed, load_rules(), clock=lambda: clock, fleet=True)

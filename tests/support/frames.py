@@ -1,0 +1,44 @@
+"""Build frames from plain numbers for store and rule tests."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from vtop.core.frame import Frame, ScrapeStatus, TargetScrape
+from vtop.core.ingest.exposition import ExpositionParser
+
+TARGET = "http://127.0.0.1:8000"
+
+
+def exposition(types: Mapping[str, str], values: Mapping[str, float]) -> str:
+    """Exposition text from {'name{labels}': value} and {'family': type}."""
+    lines = [f"# TYPE {family} {kind}" for family, kind in types.items()]
+    lines += [f"{head} {value!r}" for head, value in values.items()]
+    return "\n".join(lines) + "\n"
+
+
+def frame_from_text(when: float, text: str, target: str = TARGET) -> Frame:
+    """A frame holding one successful scrape of `text`."""
+    parsed = ExpositionParser().parse(text)
+    scrape = TargetScrape(
+        target, ScrapeStatus.OK, text, tuple(parsed.samples), parsed.types, tuple(parsed.errors)
+    )
+    return Frame(when, (scrape,))
+
+
+def frame(when: float, types: Mapping[str, str], values: Mapping[str, float]) -> Frame:
+    """A frame from plain numbers."""
+    return frame_from_text(when, exposition(types, values))
+
+
+def down_frame(when: float, target: str = TARGET) -> Frame:
+    """A frame in which the target was unreachable."""
+    return Frame(when, (TargetScrape(target, ScrapeStatus.UNREACHABLE, error="refused"),))
+
+
+def frame_from_texts(when: float, texts: Mapping[str, str]) -> Frame:
+    """A frame with one successful scrape per target, from {target: exposition text}."""
+    scrapes = tuple(
+        frame_from_text(when, text, target).scrapes[0] for target, text in texts.items()
+    )
+    return Frame(when, scrapes)

@@ -1,0 +1,270 @@
+"""Real incidents on a real vLLM: a load that provokes the mechanism, measured before judged.
+
+A scenario names its precondition (requests waiting through the window, running held at the
+cap, steps at the budget, the pool full). The load runs in its own process (`vtop bench`), so
+neither the watcher nor the diagnosis can starve it; the watcher scrapes with vtop's own source.
+If the precondition does not hold, the load grows (more clients, longer prompts) and is tried
+again; if it never holds, the test fails with the figures measured, not with a wrong verdict.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from tests.support.scenarios import LIGHT, NO_PREFIX_CACHE, SEQ_LIMITED, SMALL_BUDGET, STORM
+from tests.support.vllm_harness.server import ROOT, ServerSpec, VllmServer
+from vtop.core.config.inference import EngineWindow, engine_windows
+from vtop.core.frame import Frame
+from vtop.core.ingest.poller import poll
+from vtop.core.ingest.sources.vllm_http import ScrapeOptions, VllmHttpSource
+from vtop.core.rules.loader import Rule
+from vtop.core.session.diagnose import DiagnoseOptions, Diagnosis, diagnose_frames
+from vtop.core.store.store import Store
+
+WINDOW_S = 15.0
+"""The diagnosis window (vtop diagnose's default)."""
+SETTLE_S = 5.0
+"""Load runs this long before the precondition is measured (first steps compile shapes)."""
+MEASURE_S = 10.0
+ATTEMPTS = 3
+
+
+@dataclass(frozen=True)
+class Load:
+    """A closed-loop load for `vtop bench`."""
+
+    clients: int
+    prompt: int
+    output: int
+    stream: bool = False
+    shared_prefix: int = 0
+    output_max: int = 0
+    """Output lengths drawn from output..output_max (clients then finish out of step)."""
+
+    def argv(self, url: str, duration_s: float) -> list[str]:
+        """The `vtop bench` command line."""
+        words = [sys.executable, "-m", "vtop", "bench", url, "-c", str(self.clients)]
+        output = f"{self.output}:{self.output_max}" if self.output_max else str(self.output)
+        words += ["--prompt-tokens", str(self.prompt), "--output-tokens", output]
+        words += ["-n", "1000000", "-d", f"{duration_s:.0f}", "--stall-timeout", "180"]
+        words += ["--stream" if self.stream else "--no-stream", "--json"]
+        if self.shared_prefix:
+            words += ["--shared-prefix", str(self.shared_prefix)]
+        return words
+
+
+Check = Callable[[EngineWindow, ServerSpec], str | None]
+"""None when the precondition holds, else what was measured instead."""
+
+
+@dataclass(frozen=True)
+class Incident:
+    """A server configuration, the load that provokes it, and how to tell that it did."""
+
+    name: str
+    spec: ServerSpec
+    load: Load
+    precondition: Check
+    grow: Callable[[Load, ServerSpec], Load] = lambda load, _: load
+
+
+@dataclass
+class Recorded:
+    """Frames of the windows judged, the load that made them, and what was measured."""
+
+    incident: Incident
+    load: Load
+    windows: list[list[Frame]]
+    measured: list[str] = field(default_factory=list)
+
+
+class LoadProcess:
+    """`vtop bench` in its own process group, always stopped."""
+
+    def __init__(self, load: Load, url: str, duration_s: float) -> None:
+        self.process = subprocess.Popen(
+            load.argv(url, duration_s),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            cwd=ROOT,
+        )
+
+    def stop(self) -> None:
+        """SIGTERM then SIGKILL its group (by pgid, never by name)."""
+        if self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=10)
+        for pipe in (self.process.stdout, self.process.stderr):
+            if pipe is not None:
+                pipe.close()
+
+    def report(self, timeout_s: float) -> dict[str, object]:
+        """The JSON report of a load that ran to its end."""
+        out, err = self.process.communicate(timeout=timeout_s)
+        assert self.process.returncode == 0, err.decode(errors="replace")[-2000:]
+        report = json.loads(out)
+        assert isinstance(report, dict)
+        return report
+
+
+async def watch(url: str, seconds: float, interval: float = 1.0) -> list[Frame]:
+    """Frames of vtop's own source for `seconds` (as `vtop diagnose` samples)."""
+    source = VllmHttpSource(url, ScrapeOptions(timeout_s=10))
+    frames: list[Frame] = []
+    started = time.time()
+    try:
+        while not frames or time.time() - started < seconds:
+            frames.append(await poll([source], None, time.time()))
+            await asyncio.sleep(interval)
+    finally:
+        await source.close()
+    return frames
+
+
+def measure(frames: list[Frame]) -> EngineWindow:
+    """The scheduler evidence of the (single-engine) server over the frames."""
+    store = Store()
+    for frame in frames:
+        store.ingest(frame)
+    target = frames[-1].scrapes[0].target
+    span = frames[-1].timestamp - frames[0].timestamp + 1
+    windows = engine_windows(store, target, frames[-1].timestamp, span)
+    assert len(windows) == 1, f"expected one engine, measured {windows}"
+    return windows[0]
+
+
+def figures(window: EngineWindow) -> str:
+    """What a precondition failure prints."""
+    return ", ".join(f"{f.name}={getattr(window, f.name)!r}" for f in dataclasses.fields(window))
+
+
+async def provoke(server: VllmServer, incident: Incident, windows: int = 1) -> Recorded:
+    """Run the load until the precondition holds, then record `windows` diagnosis windows."""
+    load, measured = incident.load, []
+    for _ in range(ATTEMPTS):
+        duration = SETTLE_S + MEASURE_S + windows * WINDOW_S + 15
+        process = LoadProcess(load, server.url, duration)
+        try:
+            await asyncio.sleep(SETTLE_S)
+            window = measure(await watch(server.url, MEASURE_S))
+            missing = incident.precondition(window, incident.spec)
+            measured.append(f"{load}: {missing or 'holds'} [{figures(window)}]")
+            if missing is None:
+                recorded = [await watch(server.url, WINDOW_S) for _ in range(windows)]
+                for frames in recorded:
+                    again = measure(frames)
+                    lost = incident.precondition(again, incident.spec)
+                    assert lost is None, (
+                        f"{incident.name}: precondition lost: {lost}; {figures(again)}"
+                    )
+                return Recorded(incident, load, recorded, measured)
+        finally:
+            process.stop()
+        load = incident.grow(load, incident.spec)
+    raise AssertionError(
+        f"{incident.name}: precondition never held after {ATTEMPTS} loads:\n" + "\n".join(measured)
+    )
+
+
+def both_modes(server: VllmServer, frames: list[Frame], rules: list[Rule]) -> dict[str, Diagnosis]:
+    """The same window diagnosed with the URL alone and with the flags and the startup log."""
+    target = frames[-1].scrapes[0].target
+    url_only = DiagnoseOptions(WINDOW_S, read_gpus=False)
+    told = DiagnoseOptions(
+        WINDOW_S, vllm_args=" ".join(server.argv()), vllm_log=server.log_text(), read_gpus=False
+    )
+    return {
+        "url only": diagnose_frames(target, frames, rules, url_only),
+        "with log": diagnose_frames(target, frames, rules, told),
+    }
+
+
+def queue(window: EngineWindow) -> str | None:
+    """Requests wait through the window (average of the gauge or Little's law)."""
+    return None if window.waiting >= 2 else f"only {window.waiting:.2f} waiting on average"
+
+
+def at_sequence_cap(window: EngineWindow, spec: ServerSpec) -> str | None:
+    """A queue while running sits at max-num-seqs (by Little's law) with KV free."""
+    little = window.running_little or 0.0
+    if little < 0.9 * spec.max_num_seqs:
+        return f"running {little:.2f} on average of max-num-seqs {spec.max_num_seqs}"
+    return queue(window) or (None if window.kv_peak < 0.5 else f"KV up to {window.kv_peak:.0%}")
+
+
+def at_token_budget(window: EngineWindow, spec: ServerSpec) -> str | None:
+    """A queue while steps carry the budget."""
+    budget = spec.max_num_batched_tokens or 0
+    tokens = window.tokens_per_step or 0.0
+    if tokens < 0.75 * budget:
+        return f"steps carried {tokens:.0f} of a {budget}-token budget"
+    return queue(window)
+
+
+def pool_full(window: EngineWindow, spec: ServerSpec) -> str | None:
+    """Preemptions with the KV pool near full."""
+    if window.preemptions <= 0:
+        return f"no preemption (KV up to {window.kv_peak:.0%})"
+    return None
+
+
+def no_queue(window: EngineWindow, spec: ServerSpec) -> str | None:
+    """Traffic flows and nothing waits."""
+    if window.generated <= 0:
+        return "no token generated"
+    return None if window.waiting < 0.5 else f"{window.waiting:.2f} waiting on average"
+
+
+def traffic(window: EngineWindow, spec: ServerSpec) -> str | None:
+    """Tokens are generated."""
+    return None if window.generated > 0 else "no token generated"
+
+
+def more_clients(load: Load, spec: ServerSpec) -> Load:
+    """Twice the clients, prompts half as long again (within the context)."""
+    room = spec.max_model_len - load.output - 8
+    return dataclasses.replace(
+        load, clients=min(2 * load.clients, 96), prompt=min(int(load.prompt * 1.5), room)
+    )
+
+
+BUDGET = Incident("token budget 64", SMALL_BUDGET, Load(16, 400, 8), at_token_budget, more_clients)
+SEQ_CAP = Incident("max-num-seqs 2", SEQ_LIMITED, Load(16, 256, 32), at_sequence_cap, more_clients)
+NO_CACHE = Incident(
+    "prefix caching off", NO_PREFIX_CACHE, Load(2, 160, 16, shared_prefix=128), traffic
+)
+HEALTHY = Incident("healthy light load", LIGHT, Load(2, 32, 32), no_queue)
+SHORT_PREFIX = Incident(
+    "shared prefix < 1 block", STORM, Load(2, 128, 16, shared_prefix=96), traffic
+)
+OVER_ADMITTED = Incident(
+    "preemption storm", STORM, Load(24, 96, 300, stream=True), pool_full, more_clients
+)
+
+
+INCIDENTS = (
+    (HEALTHY, "no warning"),
+    (OVER_ADMITTED, "M1, lower --max-num-seqs"),
+    (SHORT_PREFIX, "K1-block, no 'enable caching'"),
+    (SEQ_CAP, "Q2, raise it"),
+    (NO_CACHE, "K1-off, enable it"),
+    (BUDGET, "Q3, raise --max-num-batched-tokens"),
+)
+"""Every incident with what a right diagnosis says (benchmarks/compare_doctor.py)."""

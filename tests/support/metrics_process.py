@@ -1,0 +1,40 @@
+"""A stand-in server process for the dashboard's apply flow: /health and a storm's /metrics.
+
+Run as `python tests/metrics_process.py --port N [any vLLM flags]`; counters grow continuously
+with time, so a rate measured over any window is the same (a restart changes nothing it serves).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from http.server import ThreadingHTTPServer
+
+sys.path.insert(0, __file__.rsplit("/tests/", 1)[0])
+
+from tests.support.http_server import QuietHandler
+from tests.support.storm import CACHE_LABELS, STORM_TICK
+
+STARTED = time.time()
+
+
+class Handler(QuietHandler):
+    """Serves the storm exposition at the current second."""
+
+    def do_GET(self) -> None:
+        t = time.time() - STARTED + 1
+        body = STORM_TICK.format(
+            p=3 * t, g=300 * t, n=t, ps=96 * t, gs=300 * t, cache_labels=CACHE_LABELS
+        )
+        self.reply(200, (body if self.path == "/metrics" else "ok").encode())
+
+
+def main() -> None:
+    """Serve on --port until stopped."""
+    port = int(sys.argv[sys.argv.index("--port") + 1])
+    print(f"serving storm metrics on {port}", flush=True)
+    ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
+
+
+if __name__ == "__main__":
+    main()

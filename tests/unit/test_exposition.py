@@ -1,0 +1,191 @@
+"""The fast parser agrees with prometheus_client (the reference) and survives bad lines."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.support.exposition import LABEL, LABEL_VALUE, NAME, VALUE, canonical
+from tests.support.payloads import FIXTURES, fixture, lora_payload, multi_engine
+from vtop.core.ingest.exposition import ExpositionParser, family_of, reference_samples
+
+
+def assert_same_as_reference(text: str, openmetrics: bool = False) -> None:
+    parser = ExpositionParser()
+    for _ in range(2):  # cold, then warm (cached series heads)
+        parsed = parser.parse(text, openmetrics)
+        assert parsed.errors == []
+        assert canonical(parsed.samples) == canonical(reference_samples(text, openmetrics))
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=lambda p: p.name)
+def test_real_vllm_fixtures_match_reference(path: Path) -> None:
+    assert_same_as_reference(path.read_text())
+
+
+def test_fixture_sample_count_and_types() -> None:
+    parsed = ExpositionParser().parse(fixture("underload"))
+    assert len(parsed.samples) == 420
+    assert parsed.types["vllm:num_preemptions_total"] == "counter"
+    assert family_of("vllm:time_to_first_token_seconds_bucket", parsed.types) == (
+        "vllm:time_to_first_token_seconds",
+        "histogram",
+    )
+
+
+def test_multi_engine_payload_matches_reference() -> None:
+    text = multi_engine(fixture("underload"), 8)
+    assert_same_as_reference(text)
+    engines = {s.series.label("engine") for s in ExpositionParser().parse(text).samples}
+    assert engines >= {str(e) for e in range(8)}
+
+
+def test_lora_labels_with_escapes_match_reference() -> None:
+    assert_same_as_reference(lora_payload())
+    parsed = ExpositionParser().parse(lora_payload())
+    adapters = {s.series.label("running_lora_adapters") for s in parsed.samples}
+    assert adapters == {'sql-lora,chat "v2"', "a\\b\nc"}
+
+
+def test_timestamps_are_seconds() -> None:
+    text = '# TYPE x gauge\nx{a="1"} 2.5 1700000000000\n'
+    assert_same_as_reference(text)
+    assert ExpositionParser().parse(text).samples[0].timestamp == 1_700_000_000.0
+
+
+OPENMETRICS = """# TYPE vllm:num_preemptions counter
+# HELP vllm:num_preemptions Preemptions.
+vllm:num_preemptions_total{model_name="m",engine="4"} 17.0
+vllm:num_preemptions_created{model_name="m",engine="4"} 1.7e+09
+# TYPE vllm:time_to_first_token_seconds histogram
+vllm:time_to_first_token_seconds_bucket{model_name="m",engine="4",le="0.1"} 3 # {t="ab"} 0.05 1
+vllm:time_to_first_token_seconds_bucket{model_name="m",engine="4",le="+Inf"} 5
+vllm:time_to_first_token_seconds_count{model_name="m",engine="4"} 5
+vllm:time_to_first_token_seconds_sum{model_name="m",engine="4"} 1.25
+# EOF
+"""
+
+
+def test_openmetrics_with_unsorted_labels_and_exemplar_matches_reference() -> None:
+    assert_same_as_reference(OPENMETRICS, openmetrics=True)
+    parsed = ExpositionParser().parse(OPENMETRICS, openmetrics=True)
+    assert family_of("vllm:num_preemptions_total", parsed.types) == (
+        "vllm:num_preemptions",
+        "counter",
+    )
+
+
+def test_malformed_lines_are_reported_and_the_rest_kept() -> None:
+    good = fixture("underload").splitlines()
+    broken = [*good[:60], 'vllm:bad{engine="0" 1.0', "vllm:novalue{}", *good[60:], "9bad 1"]
+    parsed = ExpositionParser().parse("\n".join(broken))
+    assert len(parsed.samples) == 420
+    assert [e.line_number for e in parsed.errors] == [61, 62, len(broken)]
+    assert "line 61" in str(parsed.errors[0])
+
+
+def test_quoted_utf8_metric_name_falls_back_to_reference() -> None:
+    parser = ExpositionParser()
+    parsed = parser.parse('{"my.metric", a="b"} 3\nok 1\n')
+    assert parsed.errors == []
+    assert [s.series.name for s in parsed.samples] == ["my.metric", "ok"]
+    assert parser.fallback_lines == 1
+
+
+def escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def render_value(value: float | int) -> str:
+    if isinstance(value, float) and math.isnan(value):
+        return "NaN"
+    if isinstance(value, float) and math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    return repr(value)
+
+
+@st.composite
+def exposition(draw: st.DrawFn) -> str:
+    lines = []
+    for name in draw(
+        st.lists(NAME, min_size=1, max_size=5, unique_by=lambda n: n.removesuffix("_total"))
+    ):
+        kind = draw(st.sampled_from(["gauge", "counter", "untyped"]))
+        if kind == "counter" and not name.endswith("_total"):
+            name += "_total"  # what prometheus_client writes on the wire
+        lines.append(f"# HELP {name} some help text")
+        lines.append(f"# TYPE {name} {kind}")
+        for labels in draw(
+            st.lists(
+                st.dictionaries(LABEL, LABEL_VALUE, max_size=3),
+                max_size=4,
+                unique_by=lambda d: tuple(sorted(d.items())),
+            )
+        ):
+            body = ",".join(f'{k}="{escape(v)}"' for k, v in labels.items())
+            braces = bool(labels) or draw(st.booleans())
+            head = f"{name}{{{body}}}" if braces else name
+            lines.append(f"{head} {render_value(draw(VALUE))}")
+    return "\n".join(lines) + "\n"
+
+
+@settings(max_examples=300, deadline=None)
+@given(exposition())
+def test_generated_exposition_matches_reference(text: str) -> None:
+    assert_same_as_reference(text)
+
+
+NEXT_VALUE = st.one_of(
+    VALUE.map(render_value),
+    st.sampled_from(["1_000", "bad", "1.5 1700000000000", "2\r", "", "0x10", "nan", "  7"]),
+)
+
+
+@st.composite
+def next_scrape(draw: st.DrawFn, text: str) -> str:
+    """`text` with new values on its sample lines (sometimes odd ones), or a reshaped copy."""
+    lines = text.split("\n")
+    for index, line in enumerate(lines):
+        if line and not line.startswith("#"):
+            lines[index] = f"{line.rpartition(' ')[0]} {draw(NEXT_VALUE)}"
+    reshape = draw(st.sampled_from(["none", "none", "drop", "type", "extra"]))
+    if reshape == "drop" and len(lines) > 2:
+        del lines[draw(st.integers(0, len(lines) - 2))]
+    elif reshape == "type":
+        lines = [line.replace(" counter", " gauge") for line in lines]
+    elif reshape == "extra":
+        lines.insert(draw(st.integers(0, len(lines))), "extra_metric 1")
+    return "\n".join(lines)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data(), exposition())
+def test_a_warm_parser_reads_a_next_scrape_like_a_cold_one(data: st.DataObject, text: str) -> None:
+    """Whether or not the next scrape keeps the last one's layout, and whatever its values
+    are, the warm parser's result equals a fresh parser's."""
+    warm = ExpositionParser()
+    warm.parse(text)
+    following = data.draw(next_scrape(text))
+    got, expected = warm.parse(following), ExpositionParser().parse(following)
+    assert canonical(got.samples) == canonical(expected.samples)
+    assert [s.series for s in got.samples] == [s.series for s in expected.samples]
+    assert got.types == expected.types
+    assert [(e.line_number, e.message) for e in got.errors] == [
+        (e.line_number, e.message) for e in expected.errors
+    ]
+
+
+def test_a_scrape_with_the_same_lines_is_read_through_the_layout() -> None:
+    parser = ExpositionParser()
+    text = fixture("underload")
+    parser.parse(text)
+    head = 'vllm:num_requests_waiting{engine="0",model_name="./model"}'
+    following = text.replace(f"{head} 10.0", f"{head} 12.0")
+    again = parser.parse(following)
+    assert parser.layout_hits == 1
+    assert canonical(again.samples) == canonical(ExpositionParser().parse(following).samples)
+    assert [s.value for s in again.samples if s.series.name == "vllm:num_requests_waiting"] == [12]

@@ -1,0 +1,126 @@
+"""The session: findings and marks over time, log-derived config, replay equals live."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+import vtop.core.session.session as session_module
+from tests.support.frames import TARGET, down_frame, frame, frame_from_text, frame_from_texts
+from tests.support.payloads import fixture
+from tests.support.storm import storm
+from vtop.core.config.effective_config import DiagnoseOptions
+from vtop.core.frame import Frame
+from vtop.core.ingest.exposition import ExpositionParser, family_of
+from vtop.core.rules.loader import load_rules
+from vtop.core.session.session import Session
+
+LOG = (
+    "INFO 11-29 06:48:42 [api_utils.py:286] non-default args: "
+    "{'model': './model', 'max_num_seqs': %d, 'block_size': 128}"
+)
+
+
+def kinds(session: Session) -> list[str]:
+    return [mark.kind for mark in session.marks]
+
+
+def test_storm_gives_findings_marks_and_history() -> None:
+    session = Session(load_rules(), DiagnoseOptions())
+    for t in range(20):
+        session.ingest(storm(t))
+    view = session.targets["http://127.0.0.1:8000"]
+    assert view.triage is not None and view.triage.primary is not None
+    assert view.triage.primary.rule.id == "M1"
+    assert len(view.history) == 20 and view.summary is not None
+    assert kinds(session).count("preemptions") == 1  # one burst, not one mark per tick
+    assert kinds(session).count("kv") == 1
+    assert any(m.kind == "finding" and m.text.startswith("M1") for m in session.marks)
+
+
+def test_outage_is_marked_once_and_recovery_once() -> None:
+    session = Session(load_rules(), DiagnoseOptions())
+    session.ingest(storm(0))
+    for t in range(1, 6):
+        session.ingest(down_frame(float(t)))
+    session.ingest(storm(6))
+    assert kinds(session).count("unreachable") == 1
+    assert kinds(session).count("recovered") == 1
+
+
+def test_log_lines_in_frames_set_the_config_and_a_new_startup_replaces_it() -> None:
+    session = Session(load_rules(), DiagnoseOptions())
+    first = storm(0)
+    session.ingest(Frame(first.timestamp, first.scrapes, log_lines=(LOG % 16,)))
+    view = session.targets["http://127.0.0.1:8000"]
+    assert view.config.number("max_num_seqs") == 16
+    again = storm(1)
+    session.ingest(Frame(again.timestamp, again.scrapes, log_lines=("noise", LOG % 1)))
+    assert view.config.number("max_num_seqs") == 1
+    assert session.startup_log[0].endswith("'block_size': 128}")
+
+
+def test_restart_is_marked_and_findings_clear() -> None:
+    session = Session(load_rules(), DiagnoseOptions())
+    for t in range(20):
+        session.ingest(storm(t))
+    quiet = {"vllm:num_requests_running": "gauge", "process_start_time_seconds": "gauge"}
+    for t in range(20, 100):
+        session.ingest(
+            frame(
+                float(t), quiet, {"vllm:num_requests_running": 0, "process_start_time_seconds": 99}
+            )
+        )
+    assert "cleared" in kinds(session)
+    view = session.targets["http://127.0.0.1:8000"]
+    assert view.triage is not None and all(f.rule.id != "M1" for f in view.triage.findings)
+
+
+def test_a_rule_budget_judges_servers_in_turn_and_the_focused_one_always() -> None:
+    session = Session(load_rules(), DiagnoseOptions(), rule_budget=2)
+    session.focus = "http://e"
+    names = [f"http://{letter}" for letter in "abcde"]
+    judged: dict[str, list[object]] = {name: [] for name in names}
+    for t in range(6):
+        text = storm(t).scrapes[0].raw_text
+        session.ingest(frame_from_texts(float(t), dict.fromkeys(names, text)))
+        for name in names:
+            triage = session.targets[name].triage
+            if triage is not None and not any(seen is triage for seen in judged[name]):
+                judged[name].append(triage)
+    assert len(judged["http://e"]) == 6  # the focused server every frame
+    assert all(1 <= len(judged[name]) <= 3 for name in names[:4])  # the others in turn
+    view = session.targets["http://a"]
+    assert all(summary.running == 4 for _, summary in view.history)  # gauges every frame
+    assert view.summary is not None and view.summary.preemptions_per_s is not None
+
+
+def test_recent_frames_keep_text_not_samples_and_stay_under_the_text_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    text = fixture("underload")
+    monkeypatch.setattr(session_module, "FRAMES_TEXT_KEPT", 3 * len(text))
+    session = Session(load_rules(), DiagnoseOptions())
+    for t in range(6):
+        session.ingest(frame_from_text(float(t), text))
+    assert [kept.timestamp for kept in session.recent_frames] == [3.0, 4.0, 5.0]
+    assert all(s.raw_text == text and not s.samples for s in session.recent_frames[-1].scrapes)
+    live = session.target(TARGET).last_scrape
+    assert live is not None and len(live.samples) == 420  # the live scrape keeps them
+
+
+def test_frames_that_came_without_text_are_kept_as_their_samples_written_out() -> None:
+    """Prometheus frames carry samples only; a bundle of them must still hold the data."""
+    parsed = frame_from_text(1.0, fixture("underload"))
+    [scrape] = parsed.scrapes
+    types = {
+        s.series.name: family_of(s.series.name, scrape.metric_types)[1] for s in scrape.samples
+    }
+    untexted = replace(scrape, raw_text="", metric_types=types)
+    session = Session(load_rules(), DiagnoseOptions())
+    session.ingest(replace(parsed, scrapes=(untexted,)))
+    [kept] = session.recent_frames[-1].scrapes
+    assert not kept.samples
+    again = ExpositionParser().parse(kept.raw_text).samples
+    assert sorted(again) == sorted(scrape.samples)

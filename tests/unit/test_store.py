@@ -1,0 +1,351 @@
+"""Series store: rates, resets, staleness, windowed histogram quantiles, memory bound."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.support.frames import TARGET, down_frame, exposition, frame, frame_from_text
+from tests.support.payloads import fixture, multi_engine
+from vtop.core.frame import Frame, ScrapeStatus, Series, TargetScrape
+from vtop.core.histogram import quantile
+from vtop.core.ingest.exposition import ExpositionParser
+from vtop.core.store.store import SeriesState, Store
+
+COUNTER = {"vllm:num_preemptions_total": "counter"}
+GAUGE = {"vllm:num_requests_waiting": "gauge"}
+
+
+def preemptions(engine: str = "0") -> Series:
+    return Series("vllm:num_preemptions_total", (("engine", engine), ("instance", TARGET)))
+
+
+def feed_counter(store: Store, values: list[float], start: float = 0.0, step: float = 1.0) -> None:
+    for index, value in enumerate(values):
+        store.ingest(
+            frame(start + index * step, COUNTER, {'vllm:num_preemptions_total{engine="0"}': value})
+        )
+
+
+def reference_increase(values: list[float]) -> float:
+    """Prometheus counter semantics: a drop means the counter restarted from zero."""
+    total = 0.0
+    for previous, current in itertools.pairwise(values):
+        total += current - previous if current >= previous else current
+    return total
+
+
+def test_rate_and_increase_over_window() -> None:
+    store = Store()
+    feed_counter(store, [0, 2, 4, 6, 8, 10])
+    assert store.increase(preemptions(), 5.0, 5.0) == 10
+    assert store.rate(preemptions(), 5.0, 5.0) == 2.0
+    assert store.increase(preemptions(), 5.0, 2.0) == 4
+    assert store.rate(preemptions(), 5.0, 0.5) == 2.0  # base: the sample at or before now - window
+    assert store.rate(preemptions(), 0.0, 5.0) is None  # one sample is no rate
+
+
+def test_counter_reset_is_an_event_not_a_negative_rate() -> None:
+    store = Store()
+    feed_counter(store, [100, 110, 120])
+    events = store.ingest(frame(3.0, COUNTER, {'vllm:num_preemptions_total{engine="0"}': 5}))
+    assert [e.kind for e in events] == ["counter_reset"]
+    assert store.increase(preemptions(), 3.0, 3.0) == 25
+    assert store.latest(preemptions(), 3.0) == 5
+
+
+def test_process_restart_resets_counters_even_when_they_grew_past_the_old_value() -> None:
+    store = Store()
+    types = {**COUNTER, "process_start_time_seconds": "gauge"}
+    head = 'vllm:num_preemptions_total{engine="0"}'
+    store.ingest(frame(0.0, types, {head: 10, "process_start_time_seconds": 100.0}))
+    events = store.ingest(frame(1.0, types, {head: 50, "process_start_time_seconds": 200.0}))
+    assert {e.kind for e in events} == {"restart", "counter_reset"}
+    assert store.increase(preemptions(), 1.0, 1.0) == 50
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 1000), min_size=2, max_size=60), st.integers(1, 80))
+def test_increase_matches_reference(values: list[int], window: int) -> None:
+    store = Store(capacity=64)
+    feed_counter(store, [float(v) for v in values])
+    now = float(len(values) - 1)
+    kept = values[-min(len(values), 64, window + 1) :]
+    expected = reference_increase([float(v) for v in kept]) if len(kept) > 1 else None
+    assert store.increase(preemptions(), now, float(window)) == expected
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.floats(0, 1e6, allow_nan=False), min_size=1, max_size=40), st.integers(1, 50))
+def test_over_time_matches_reference(values: list[float], window: int) -> None:
+    store = Store()
+    for index, value in enumerate(values):
+        store.ingest(frame(float(index), GAUGE, {"vllm:num_requests_waiting": value}))
+    series = Series("vllm:num_requests_waiting", (("instance", TARGET),))
+    now = float(len(values) - 1)
+    inside = [v for i, v in enumerate(values) if now - window < i <= now]
+    assert store.max_over_time(series, now, window) == max(inside)
+    assert store.min_over_time(series, now, window) == min(inside)
+    assert store.avg_over_time(series, now, window) == pytest.approx(
+        math.fsum(inside) / len(inside)
+    )
+
+
+def test_absent_stale_and_fresh_are_distinct_from_zero() -> None:
+    store = Store(stale_after_s=10)
+    waiting = Series("vllm:num_requests_waiting", (("instance", TARGET),))
+    assert store.state(waiting, 0.0) is SeriesState.ABSENT
+    store.ingest(frame(0.0, GAUGE, {"vllm:num_requests_waiting": 0.0}))
+    assert store.state(waiting, 0.0) is SeriesState.FRESH
+    assert store.latest(waiting, 0.0) == 0.0
+    assert store.state(waiting, 9.0) is SeriesState.FRESH
+    assert store.state(waiting, 11.0) is SeriesState.STALE  # no tick for too long
+    store.ingest(down_frame(12.0))
+    assert store.state(waiting, 12.0) is SeriesState.STALE  # the newest scrape failed
+    assert store.last_known(waiting) == (0.0, 0.0)
+    store.ingest(frame(13.0, GAUGE, {"vllm:num_requests_waiting": 3.0}))
+    assert store.latest(waiting, 13.0) == 3.0
+    store.ingest(frame(14.0, {}, {"other": 1.0}))
+    assert store.latest(waiting, 14.0) is None  # gone from a successful scrape: stale at once
+
+
+def test_series_gap_is_not_filled_with_old_lap_values() -> None:
+    store = Store(capacity=4)
+    feed_counter(store, [1, 2, 3, 4])
+    for when in (4.0, 5.0, 6.0):
+        store.ingest(frame(when, GAUGE, {"vllm:num_requests_waiting": 1}))
+    store.ingest(frame(7.0, COUNTER, {'vllm:num_preemptions_total{engine="0"}': 9}))
+    assert store.points(preemptions(), 7.0, 10.0) == [(7.0, 9.0)]
+    assert store.increase(preemptions(), 7.0, 10.0) is None
+
+
+def ttft_text(counts: dict[str, float], engine: str) -> str:
+    lines = ["# TYPE vllm:time_to_first_token_seconds histogram"]
+    for le, count in counts.items():
+        lines.append(
+            f'vllm:time_to_first_token_seconds_bucket{{engine="{engine}",le="{le}"}} {count}'
+        )
+    total = counts["+Inf"]
+    lines.append(f'vllm:time_to_first_token_seconds_count{{engine="{engine}"}} {total}')
+    lines.append(f'vllm:time_to_first_token_seconds_sum{{engine="{engine}"}} {total * 0.3}')
+    return "\n".join(lines)
+
+
+def test_windowed_quantile_uses_bucket_deltas_and_merges_engines_by_summing() -> None:
+    store = Store()
+    old = {"0.1": 1000.0, "0.5": 1000.0, "1.0": 1000.0, "+Inf": 1000.0}
+    store.ingest(frame_from_text(0.0, ttft_text(old, "0") + "\n" + ttft_text(old, "1")))
+    new0 = {"0.1": 1000.0, "0.5": 1010.0, "1.0": 1010.0, "+Inf": 1010.0}
+    new1 = {"0.1": 1000.0, "0.5": 1000.0, "1.0": 1030.0, "+Inf": 1030.0}
+    store.ingest(frame_from_text(10.0, ttft_text(new0, "0") + "\n" + ttft_text(new1, "1")))
+    per_engine = store.histogram_quantile(
+        0.5, "vllm:time_to_first_token_seconds", 10.0, 10.0, by=["engine"]
+    )
+    assert per_engine[(("engine", "0"),)] == pytest.approx(0.3)
+    assert per_engine[(("engine", "1"),)] == pytest.approx(0.75)
+    merged = store.histogram_quantile(0.5, "vllm:time_to_first_token_seconds", 10.0, 10.0)
+    expected = quantile(0.5, [(0.1, 0), (0.5, 10), (1.0, 40), (math.inf, 40)])
+    assert merged[()] == pytest.approx(expected)
+    assert store.histogram_mean("vllm:time_to_first_token_seconds", 10.0, 10.0)[
+        ()
+    ] == pytest.approx(0.3)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 50), min_size=1, max_size=8), st.floats(0.01, 0.99))
+def test_quantile_matches_reference_interpolation(per_bucket: list[int], q: float) -> None:
+    bounds = [0.1 * (i + 1) for i in range(len(per_bucket))]
+    cumulative, running = [], 0
+    for count in per_bucket:
+        running += count
+        cumulative.append(float(running))
+    buckets = [*zip(bounds, cumulative, strict=True), (math.inf, float(running))]
+    result = quantile(q, buckets)
+    if running == 0:
+        assert result is None
+        return
+    rank = q * running
+    index = next(i for i, c in enumerate(cumulative) if c >= rank)
+    lower = bounds[index - 1] if index else 0.0
+    below = cumulative[index - 1] if index else 0.0
+    expected = lower + (bounds[index] - lower) * (rank - below) / (cumulative[index] - below)
+    assert result == pytest.approx(expected)
+
+
+def test_quantile_in_inf_bucket_returns_largest_finite_bound() -> None:
+    assert quantile(0.99, [(0.1, 1), (1.0, 1), (math.inf, 10)]) == 1.0
+
+
+def test_old_metric_names_are_read_as_current_names_without_double_counting() -> None:
+    store = Store()
+    text = (
+        "# TYPE vllm:gpu_cache_usage_perc gauge\nvllm:gpu_cache_usage_perc 0.5\n"
+        "# TYPE vllm:kv_cache_usage_perc gauge\nvllm:kv_cache_usage_perc 0.7\n"
+    )
+    store.ingest(frame_from_text(0.0, text))
+    assert [store.latest(s, 0.0) for s in store.select("vllm:kv_cache_usage_perc")] == [0.7]
+    store.ingest(frame_from_text(1.0, "vllm:gpu_cache_usage_perc 0.4\n"))
+    assert [store.latest(s, 1.0) for s in store.select("vllm:kv_cache_usage_perc")] == [0.4]
+
+
+def test_unknown_vllm_metrics_are_kept() -> None:
+    store = Store()
+    store.ingest(frame_from_text(0.0, 'vllm:brand_new_metric{engine="0"} 3\n'))
+    assert store.select("vllm:brand_new_metric")
+
+
+def test_per_engine_and_summed_views() -> None:
+    store = Store()
+    store.ingest(frame_from_text(0.0, multi_engine(fixture("underload"), 4)))
+    per_engine = store.latest_by("vllm:num_requests_waiting", 0.0, by=["engine"])
+    assert per_engine == {(("engine", str(e)),): 10.0 for e in range(4)}
+    assert store.latest_by("vllm:num_requests_waiting", 0.0) == {(): 40.0}
+
+
+def test_memory_is_bounded_by_capacity_not_uptime() -> None:
+    store = Store(capacity=100)
+    text = fixture("underload")
+    for tick in range(300):
+        store.ingest(frame_from_text(float(tick), text))
+    assert store.series_count() == 420
+    assert store.memory_bytes() == 100 * 8 * 421
+    [series] = store.select("vllm:num_preemptions_total")
+    assert len(store.points(series, 299.0, 1e9)) == 100
+
+
+def test_series_limit_drops_new_series_with_an_event() -> None:
+    store = Store(max_series=2)
+    events = store.ingest(frame_from_text(0.0, "vllm:a 1\nvllm:b 2\nvllm:c 3\n"))
+    assert store.series_count() == 2
+    assert [e.kind for e in events] == ["series_limit"]
+
+
+def test_frames_must_move_forward_in_time() -> None:
+    store = Store()
+    store.ingest(frame(5.0, GAUGE, {"vllm:num_requests_waiting": 1}))
+    with pytest.raises(ValueError, match="not after"):
+        store.ingest(frame(5.0, GAUGE, {"vllm:num_requests_waiting": 1}))
+
+
+STEP = st.tuples(
+    st.sampled_from(["grow", "grow", "grow", "drop_counter", "new_series", "restart", "down"]),
+    st.integers(0, 5),
+)
+COLUMN_TYPES = {
+    "vllm:num_preemptions_total": "counter",
+    "vllm:num_requests_waiting": "gauge",
+    "process_start_time_seconds": "gauge",
+}
+
+
+def column_payload(step: int, kind: str, amount: int, start: float, extra: bool) -> str:
+    """A small payload: two counters, a gauge, the start time, maybe an extra series."""
+    counter = float(step * 3 + amount) if kind != "drop_counter" else float(amount)
+    values = {
+        'vllm:num_preemptions_total{engine="0"}': counter,
+        'vllm:num_preemptions_total{engine="1"}': float(step),
+        "vllm:num_requests_waiting": float(amount),
+        "process_start_time_seconds": start,
+    }
+    if extra:
+        values['vllm:num_preemptions_total{engine="2"}'] = float(step)
+    return exposition(COLUMN_TYPES, values)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(STEP, min_size=2, max_size=30))
+def test_column_writes_store_what_the_sample_path_stores(steps: list[tuple[str, int]]) -> None:
+    """Scrapes shaped like the last one take the column path; every value, reset and event
+    must equal the one-sample-at-a-time path's (gaps, restarts, resets, new series)."""
+    stores = {True: Store(capacity=16), False: Store(capacity=16, column_writes=False)}
+    parser, start, extra = ExpositionParser(), 100.0, False
+    events: dict[bool, list[list[tuple[str, str]]]] = {True: [], False: []}
+    for step, (kind, amount) in enumerate(steps):
+        start += 50.0 if kind == "restart" else 0.0
+        extra = extra or kind == "new_series"
+        text = column_payload(step, kind, amount, start, extra)
+        parsed = parser.parse(text)
+        scrape = TargetScrape(TARGET, ScrapeStatus.OK, text, tuple(parsed.samples), parsed.types)
+        shot = down_frame(float(step)) if kind == "down" else Frame(float(step), (scrape,))
+        for columns, store in stores.items():
+            events[columns].append([(e.kind, e.message) for e in store.ingest(shot)])
+    assert events[True] == events[False]
+    now = float(len(steps) - 1)
+    for series in stores[False].select("vllm:num_preemptions_total"):
+        for window in (1.0, 5.0, 20.0):
+            assert stores[True].increase(series, now, window) == stores[False].increase(
+                series, now, window
+            )
+        assert stores[True].points(series, now, 20.0) == stores[False].points(series, now, 20.0)
+
+
+def test_a_scrape_shaped_like_the_last_takes_the_column_path() -> None:
+    store = Store()
+    text = fixture("underload")
+    parser = ExpositionParser()
+    for tick in range(3):
+        parsed = parser.parse(text)
+        scrape = TargetScrape(TARGET, ScrapeStatus.OK, text, tuple(parsed.samples), parsed.types)
+        store.ingest(Frame(float(tick), (scrape,)))
+    assert parser.layout_hits == 2
+    assert store.columns_written == 2
+
+
+def test_per_process_gauge_copies_fold_into_one_series_keeping_the_live_value() -> None:
+    # vLLM 0.11.x with --api-server-count 2: one copy per API server process (#28792)
+    store = Store()
+    for t, live in enumerate((0.25, 0.65, 0.5)):
+        text = (
+            "# TYPE vllm:kv_cache_usage_perc gauge\n"
+            f'vllm:kv_cache_usage_perc{{engine="0",model_name="m",pid="277"}} 0.0\n'
+            f'vllm:kv_cache_usage_perc{{engine="0",model_name="m",pid="273"}} {live}\n'
+        )
+        store.ingest(frame_from_text(float(t), text))
+    series = store.select("vllm:kv_cache_usage_perc")
+    assert [s.label("pid") for s in series] == [None]
+    assert store.max_over_time(series[0], 2.0, 10.0) == 0.65
+    assert store.latest(series[0], 2.0) == 0.5
+
+
+def test_ray_serve_names_are_vllm_series() -> None:
+    store = Store()
+    for t in range(3):
+        text = (
+            "# TYPE ray_vllm_num_requests_running gauge\n"
+            f'ray_vllm_num_requests_running{{ReplicaId="r1",engine="0"}} {t}\n'
+            "# TYPE ray_vllm:generation_tokens_total counter\n"
+            f'ray_vllm:generation_tokens_total{{ReplicaId="r1",engine="0"}} {100 * t}\n'
+        )
+        store.ingest(frame_from_text(float(t), text))
+    (running,) = store.select("vllm:num_requests_running")
+    (tokens,) = store.select("vllm:generation_tokens_total")
+    assert store.latest(running, 2.0) == 2.0
+    assert store.rate(tokens, 2.0, 10.0) == pytest.approx(100.0)
+
+
+def test_an_untyped_total_is_a_counter_across_a_restart() -> None:
+    # no # TYPE lines: *_total still only grows between restarts
+    store = Store()
+    for t, value in enumerate((100.0, 172.0, 10.0, 82.0)):
+        store.ingest(
+            frame_from_text(float(t), f'vllm:generation_tokens_total{{engine="0"}} {value}\n')
+        )
+    (series,) = store.select("vllm:generation_tokens_total")
+    rate = store.rate(series, 3.0, 10.0)
+    assert rate is not None and rate > 0
+    assert store.increase(series, 3.0, 10.0) == pytest.approx(72 + 10 + 72)
+
+
+def test_junk_that_comes_first_never_costs_the_vllm_series() -> None:
+    junk = "".join(f'junk_metric{{n="{n}"}} 1\n' for n in range(5000))
+    store = Store(max_series=100)
+    for t in range(3):
+        text = junk + f'vllm:num_requests_running{{engine="0"}} {t}\n'
+        store.ingest(frame_from_text(float(t), "# TYPE vllm:num_requests_running gauge\n" + text))
+    (running,) = store.select("vllm:num_requests_running")
+    assert store.latest(running, 2.0) == 2.0
+    assert store.series_count() <= 100 and store.dropped_series > 0

@@ -1,0 +1,77 @@
+"""The command line: argv -> a command of the table -> its exit code.
+
+Every mistake is a CliError printed once as `vtop: error: ...` with its exit code; a closed
+pipe (`vtop ... | head`) ends quietly; an unknown word close to a command is a typo, not a
+host name.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import sys
+from collections.abc import Sequence
+
+from vtop import __version__
+from vtop.cli.commands import COMMANDS
+from vtop.cli.errors import EXIT_USAGE, CliError
+
+CLOSE_ENOUGH = 0.75
+
+
+def usage() -> str:
+    """`vtop --help`: what vtop is, the dashboard's use, and every command in one line."""
+    from vtop.cli.dashboard import monitor_parser
+
+    width = max(map(len, COMMANDS))
+    commands = "\n".join(f"  {name:<{width}}  {c.summary}" for name, c in COMMANDS.items())
+    return (
+        f"{monitor_parser().format_help()}\ncommands (vtop COMMAND --help for each):\n{commands}\n"
+    )
+
+
+def typo_of(word: str) -> str | None:
+    """The command a first word misspells, None when it can be a host (has : . / or no
+    command is close)."""
+    if word.startswith("-") or any(mark in word for mark in ":./"):
+        return None
+    close = difflib.get_close_matches(word, COMMANDS, n=1, cutoff=CLOSE_ENOUGH)
+    return close[0] if close else None
+
+
+def dispatch(args: list[str]) -> int:
+    """Run the command the arguments name (the dashboard when the first is not a command)."""
+    if args and args[0] in COMMANDS:
+        return COMMANDS[args[0]].run(args[1:])
+    if args and args[0] in ("-h", "--help", "help"):
+        print(usage(), end="")
+        return 0
+    if args and args[0] == "--version":
+        print(f"vtop {__version__}")
+        return 0
+    if args and (meant := typo_of(args[0])) is not None:
+        raise CliError(
+            f"unknown command {args[0]!r}: did you mean {meant!r}? "
+            "(a server needs a host:port or a URL; `vtop --help` lists the commands)"
+        )
+    from vtop.cli.dashboard import monitor_main
+
+    return monitor_main(args)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `vtop` console script."""
+    try:
+        return dispatch(list(sys.argv[1:] if argv is None else argv))
+    except CliError as error:
+        print(f"vtop: error: {error.message}", file=sys.stderr)
+        return error.code
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    except KeyboardInterrupt:
+        return 130
+
+
+__all__ = ["EXIT_USAGE", "main"]

@@ -1,0 +1,153 @@
+"""`vtop bench URL`: drive load at a vLLM server and print client-side latencies."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+from rich.table import Table
+
+from vtop.cli.options import parser as options_parser
+from vtop.core.ingest.sources.vllm_http import API_KEY_ENV, DEFAULT_URL
+from vtop.core.manage.bench import Bench, BenchConfig, BenchReport, Lengths, Percentiles
+from vtop.core.redact import remembered
+from vtop.core.strict_json import strict_json
+
+
+def bench_parser() -> argparse.ArgumentParser:
+    """Arguments of `vtop bench`."""
+    parser = options_parser("vtop bench", "load generator for vLLM (client-side latencies)")
+    parser.add_argument("url", nargs="?", default=DEFAULT_URL, help="the server")
+    parser.add_argument("--model", help="model name (default: first of /v1/models)")
+    parser.add_argument(
+        "--endpoint", choices=["completions", "chat"], default="completions", help="API route"
+    )
+    stream = parser.add_mutually_exclusive_group()
+    stream.add_argument(
+        "--stream", dest="stream", action="store_true", default=True, help="stream the outputs"
+    )
+    stream.add_argument("--no-stream", dest="stream", action="store_false", help="whole answers")
+    load = parser.add_mutually_exclusive_group()
+    load.add_argument("-c", "--concurrency", type=int, default=8, help="closed-loop clients")
+    load.add_argument("-r", "--request-rate", type=float, help="open loop: Poisson requests/s")
+    parser.add_argument("-n", "--num-requests", type=int, help="total requests (default 100)")
+    parser.add_argument("-d", "--duration", type=float, help="stop issuing after N seconds")
+    add_shape_options(parser)
+    parser.add_argument("--timeout", type=float, default=300.0, help="per-request timeout, s")
+    parser.add_argument("--stall-timeout", type=float, default=60.0, help="max stream silence, s")
+    parser.add_argument("--seed", type=int, default=0, help="random seed of the prompts")
+    parser.add_argument("--api-key", default=None, help=f"bearer token (default: ${API_KEY_ENV})")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    return parser
+
+
+def add_shape_options(parser: argparse.ArgumentParser) -> None:
+    """Prompt and output shape options."""
+    lengths = "N or LOW:HIGH (uniform)"
+    default = Lengths(128, 128)
+    parser.add_argument("--prompt-tokens", type=Lengths.parse, default=default, help=lengths)
+    parser.add_argument("--output-tokens", type=Lengths.parse, default=default, help=lengths)
+    parser.add_argument("--shared-prefix", type=int, default=0, help="tokens every prompt shares")
+    parser.add_argument(
+        "--no-ignore-eos",
+        dest="ignore_eos",
+        action="store_false",
+        default=True,
+        help="stop at the end-of-sequence token (by default every output has its length)",
+    )
+    parser.add_argument(
+        "--token-id-max", type=int, default=500, help="prompt token ids stay below (< vocab)"
+    )
+
+
+def config_from_args(args: argparse.Namespace) -> BenchConfig:
+    """A BenchConfig from parsed arguments."""
+    num_requests = args.num_requests
+    if num_requests is None and args.duration is None:
+        num_requests = 100
+    return BenchConfig(
+        url=args.url,
+        model=args.model,
+        endpoint=args.endpoint,
+        stream=args.stream,
+        concurrency=args.concurrency,
+        request_rate=args.request_rate,
+        num_requests=num_requests,
+        duration_s=args.duration,
+        prompt_tokens=args.prompt_tokens,
+        output_tokens=args.output_tokens,
+        shared_prefix_tokens=args.shared_prefix,
+        ignore_eos=args.ignore_eos,
+        request_timeout_s=args.timeout,
+        stall_timeout_s=args.stall_timeout,
+        token_id_max=args.token_id_max,
+        seed=args.seed,
+        api_key=remembered(args.api_key or os.environ.get(API_KEY_ENV) or None),
+    )
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value * 1000:.1f}"
+
+
+def report_table(report: BenchReport) -> Table:
+    """The latency table of a report."""
+    table = Table(title="latency (ms)", title_justify="left")
+    for column in ("metric", "p50", "p95", "p99", "mean"):
+        table.add_column(column, justify="right" if column != "metric" else "left")
+    rows: list[tuple[str, Percentiles]] = [
+        ("TTFT", report.ttft),
+        ("TPOT", report.tpot),
+        ("ITL", report.itl),
+        ("e2e", report.e2e),
+    ]
+    for name, p in rows:
+        table.add_row(name, _ms(p.p50), _ms(p.p95), _ms(p.p99), _ms(p.mean))
+    return table
+
+
+def print_report(console: Console, report: BenchReport) -> None:
+    """Human-readable report."""
+    console.print(
+        f"completed {report.completed}  failed {report.failed} "
+        f"(timeouts {report.timeouts}, stalled streams {report.stalls})  "
+        f"in {report.duration_s:.1f} s"
+    )
+    console.print(
+        f"QPS {report.qps:.2f}  output tok/s {report.output_tokens_per_s:.1f}  "
+        f"output tokens {report.total_output_tokens}"
+    )
+    console.print(report_table(report))
+    for error, count in sorted(report.errors.items()):
+        console.print(f"error: {error} x{count}")
+
+
+async def _run(config: BenchConfig, show_progress: bool) -> BenchReport:
+    """Run with a progress bar on stderr when asked."""
+    if not show_progress:
+        return await Bench(config).run()
+    columns = (BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
+        task = progress.add_task("requests", total=config.num_requests)
+        bench = Bench(config, lambda done, total: progress.update(task, completed=done))
+        return await bench.run()
+
+
+def bench_main(argv: list[str]) -> int:
+    """Run `vtop bench`; exit 1 when any request failed, 2 when it could not start."""
+    args = bench_parser().parse_args(argv)
+    config = config_from_args(args)
+    try:
+        report = asyncio.run(_run(config, sys.stderr.isatty() and not args.json))
+    except Exception as error:
+        print(f"vtop bench: cannot run against {config.url}: {error}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(strict_json(report.as_dict()))
+    else:
+        print_report(Console(), report)
+    return 1 if report.failed else 0

@@ -1,0 +1,89 @@
+"""`vtop bundle`: a recording, or a live feed for a window -> session -> incident tarball."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from pathlib import Path
+
+from vtop.cli.dashboard import live_feed
+from vtop.cli.frames import file_argument, read_frames
+from vtop.cli.options import (
+    add_rules_option,
+    add_target_options,
+    log_text_of,
+    parser,
+    rules_of,
+    settings_from,
+)
+from vtop.core.config.effective_config import DiagnoseOptions
+from vtop.core.frame import Frame
+from vtop.core.ingest.bundle import BundleContents, write_bundle
+from vtop.core.ingest.feeds import Feed, sample
+from vtop.core.session.diagnose import Diagnosis, diagnose_frames
+from vtop.text.report import json_report
+
+EXIT_FAILED = 3
+
+
+def bundle_contents(diagnosis: Diagnosis, log_text: str | None, argv: str | None) -> BundleContents:
+    """Findings as JSON plus what is known about the server."""
+    return BundleContents(
+        findings=json_report(diagnosis),
+        log_lines=tuple((log_text or "").splitlines()),
+        argv=argv,
+        vllm_version=diagnosis.config.facts.version,
+    )
+
+
+def last_minutes(frames: list[Frame], minutes: float) -> list[Frame]:
+    """The frames of the last `minutes` of a recording."""
+    if not frames:
+        return []
+    since = frames[-1].timestamp - minutes * 60
+    return [frame for frame in frames if frame.timestamp >= since]
+
+
+async def sampled(feed: Feed, seconds: float) -> list[Frame]:
+    """A live feed's frames for `seconds`."""
+    try:
+        return [frame async for frame in sample(feed, seconds)]
+    finally:
+        await feed.close()
+
+
+def bundle_parser() -> argparse.ArgumentParser:
+    """Arguments of `vtop bundle`."""
+    bundler = parser("vtop bundle", "an incident bundle: recording, findings, log tail, argv")
+    bundler.add_argument("source", help="a recording or bundle, or a server URL to sample")
+    bundler.add_argument(
+        "-o", "--output", type=Path, help="tarball (default vtop-bundle-TIME.tar.gz here)"
+    )
+    bundler.add_argument("--minutes", type=float, default=10.0, help="of a recording to keep")
+    bundler.add_argument("--duration", type=float, default=30.0, help="seconds to sample a URL")
+    bundler.add_argument("--vllm-log", help="the server's log (its tail goes in)")
+    bundler.add_argument("--vllm-args", help="the server's `vllm serve` flags")
+    add_rules_option(bundler)
+    add_target_options(bundler)
+    return bundler
+
+
+def bundle_main(argv: list[str]) -> int:
+    """Run `vtop bundle`."""
+    args = bundle_parser().parse_args(argv)
+    path = file_argument(args.source)
+    settings = settings_from(args, urls=None if path is not None else (args.source,))
+    if path is not None:
+        frames = last_minutes(read_frames(path), args.minutes)
+    else:
+        frames = asyncio.run(sampled(live_feed(settings), args.duration))
+    log_text = log_text_of(settings, EXIT_FAILED)
+    options = DiagnoseOptions(vllm_args=settings.vllm_args, vllm_log=log_text)
+    target = next((s.target for f in frames for s in f.scrapes), args.source)
+    diagnosis = diagnose_frames(target, frames, rules_of(settings, EXIT_FAILED), options)
+    output = args.output or Path(time.strftime("vtop-bundle-%Y%m%d-%H%M%S.tar.gz"))
+    write_bundle(output, frames, bundle_contents(diagnosis, log_text, settings.vllm_args))
+    print(f"{output}: {len(frames)} frames, verdict {diagnosis.verdict}", file=sys.stderr)
+    return 0

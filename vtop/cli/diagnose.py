@@ -1,0 +1,109 @@
+"""`vtop diagnose [URL | RECORDING]`: a feed for a window -> session -> report; exit by severity."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import time
+from pathlib import Path
+
+from vtop.cli.dashboard import live_feed
+from vtop.cli.errors import CliError
+from vtop.cli.frames import between, file_argument, read_frames
+from vtop.cli.options import (
+    add_rules_option,
+    add_target_options,
+    log_text_of,
+    parser,
+    rules_of,
+    scrape_options,
+    settings_from,
+)
+from vtop.core.config.effective_config import DiagnoseOptions
+from vtop.core.config.settings import Settings
+from vtop.core.ingest.sources.prometheus import PrometheusError
+from vtop.core.ingest.sources.vllm_http import DEFAULT_URL
+from vtop.core.rules.loader import Rule
+from vtop.core.rules.promql.parser import PromQLError, parse_duration
+from vtop.core.session.diagnose import (
+    EXIT_UNKNOWN,
+    diagnose_feed,
+    diagnose_frames,
+    diagnose_prometheus,
+)
+from vtop.core.strict_json import strict_json
+from vtop.text.report import fleet_json_report, fleet_text_report, json_report, text_report
+
+
+def diagnose_parser() -> argparse.ArgumentParser:
+    """Arguments of `vtop diagnose`."""
+    diagnose = parser(
+        "vtop diagnose",
+        "sample a vLLM server (or read a recording) for a window and print a ranked triage",
+        epilog="exit codes: 0 healthy, 1 warning (or bad data), 2 critical, 3 could not diagnose",
+    )
+    diagnose.add_argument(
+        "url", nargs="?", help=f"server URL, recording or bundle (default {DEFAULT_URL})"
+    )
+    diagnose.add_argument("--target", help="which target of a recording (default: the first)")
+    diagnose.add_argument("--window", type=float, help="seconds to sample (15)")
+    diagnose.add_argument("--interval", type=float, help="seconds between scrapes (1)")
+    diagnose.add_argument("--from", dest="start", type=float, help="recording: from N s in")
+    diagnose.add_argument("--to", dest="end", type=float, help="recording: up to N s in")
+    diagnose.add_argument("--vllm-args", help="the server's `vllm serve` flags, as one string")
+    diagnose.add_argument("--vllm-log", type=Path, help="the server's startup log")
+    diagnose.add_argument("--no-gpu", action="store_true", help="do not read NVML")
+    diagnose.add_argument("--json", action="store_true", help="print the JSON report")
+    diagnose.add_argument(
+        "--prometheus", metavar="URL", help="triage every vLLM server a Prometheus server scrapes"
+    )
+    diagnose.add_argument("--since", default="30m", help="--prometheus: how far to look back")
+    diagnose.add_argument("--step", default="15s", help="--prometheus: resolution")
+    add_rules_option(diagnose)
+    add_target_options(diagnose)
+    return diagnose
+
+
+def diagnose_main(argv: list[str]) -> int:
+    """Run `vtop diagnose`."""
+    args = diagnose_parser().parse_args(argv)
+    path = file_argument(args.url) if args.url else None
+    urls = (args.url,) if args.url and path is None else None
+    settings = settings_from(args, urls=urls)
+    rules = rules_of(settings, EXIT_UNKNOWN)
+    log = log_text_of(settings, EXIT_UNKNOWN)
+    options = DiagnoseOptions(
+        settings.window_s, settings.interval_s, settings.vllm_args, log, not args.no_gpu
+    )
+    if args.prometheus:
+        return from_prometheus(args, settings, rules, options)
+    if path is not None:
+        frames = between(read_frames(path), args.start, args.end)
+        targets = [scrape.target for frame in frames for scrape in frame.scrapes]
+        diagnosis = diagnose_frames(args.target or targets[0], frames, rules, options)
+    else:
+        if args.start is not None or args.end is not None:
+            raise CliError("--from/--to pick a window of a recording, not of a live server")
+        one = dataclasses.replace(settings, urls=settings.urls[:1])
+        feed = live_feed(one, gpus=options.read_gpus)
+        diagnosis = asyncio.run(diagnose_feed(feed, rules, options))
+    print(strict_json(json_report(diagnosis)) if args.json else text_report(diagnosis))
+    return diagnosis.exit_code
+
+
+def from_prometheus(
+    args: argparse.Namespace, settings: Settings, rules: list[Rule], options: DiagnoseOptions
+) -> int:
+    """`vtop diagnose --prometheus URL --since 30m`: the fleet's triage over a past window."""
+    try:
+        since, step = parse_duration(args.since), parse_duration(args.step)
+        scraping = scrape_options(settings)
+        fleet = asyncio.run(
+            diagnose_prometheus(args.prometheus, since, step, rules, options, scraping, time.time())
+        )
+    except (PrometheusError, PromQLError) as error:
+        raise CliError(str(error), EXIT_UNKNOWN) from None
+    report = fleet_json_report(fleet) if args.json else None
+    print(strict_json(report) if report else fleet_text_report(fleet))
+    return fleet.exit_code

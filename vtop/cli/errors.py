@@ -1,0 +1,14 @@
+"""The one error the command line reports: `vtop: error: MESSAGE`, then its exit code."""
+
+from __future__ import annotations
+
+EXIT_USAGE = 2
+
+
+class CliError(Exception):
+    """A mistake the user can fix; main() prints it once, without a traceback."""
+
+    def __init__(self, message: str, code: int = EXIT_USAGE) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code

@@ -1,0 +1,112 @@
+"""Options shared by commands, and the settings every command reads the same way: the config
+file, then the environment (`VTOP_*`, `VLLM_API_KEY`), then the flags that were given."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from vtop.cli.errors import EXIT_USAGE, CliError
+from vtop.core.config.settings import PANELS, Settings, SettingsError, load_settings
+from vtop.core.ingest.sources.vllm_http import API_KEY_ENV, ScrapeOptions
+from vtop.core.redact import remember
+from vtop.core.rules.loader import PACKAGED, Rule, RuleFileError, load_rules
+
+EXIT_RULES = EXIT_USAGE
+
+
+class Formatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Help that shows every flag's default."""
+
+
+def parser(prog: str, description: str, **extra: Any) -> argparse.ArgumentParser:
+    """An argument parser whose help lists each flag's default."""
+    return argparse.ArgumentParser(
+        prog=prog, description=description, formatter_class=Formatter, **extra
+    )
+
+
+def add_target_options(parser: argparse.ArgumentParser) -> None:
+    """How to reach vLLM endpoints (None = not given: the config file or environment decide)."""
+    parser.add_argument("--api-key", help=f"bearer token for /metrics (or ${API_KEY_ENV})")
+    parser.add_argument(
+        "--insecure", action="store_true", default=None, help="do not verify TLS certificates"
+    )
+    parser.add_argument("--timeout", type=float, help="whole-scrape deadline in seconds (5)")
+
+
+def add_rules_option(parser: argparse.ArgumentParser) -> None:
+    """--rules DIR, repeatable: rules added to, or overriding by id, the shipped ones."""
+    parser.add_argument(
+        "--rules",
+        action="append",
+        metavar="DIR",
+        help="directory of extra or overriding rules (repeatable; or VTOP_RULES=a,b)",
+    )
+
+
+def add_view_options(parser: argparse.ArgumentParser) -> None:
+    """Options of every dashboard and of diagnose (None = not given, for layering)."""
+    parser.add_argument("--window", type=float, help="seconds for rates and quantiles (15)")
+    parser.add_argument("--history", type=float, help="seconds of history in charts (300)")
+    parser.add_argument(
+        "--low-redraw", action="store_true", default=None, help="redraw charts every 5th tick"
+    )
+    parser.add_argument("--hide", help=f"panels to hide, comma-separated: {','.join(PANELS)}")
+    add_rules_option(parser)
+    parser.add_argument("--vllm-args", help="the server's `vllm serve` flags, as one string")
+    parser.add_argument("--vllm-log", help="the server's log file (for its startup lines)")
+
+
+def flags_of(args: argparse.Namespace) -> dict[str, Any]:
+    """The flags that map onto settings (None when not given)."""
+    given = vars(args)
+    insecure = given.get("insecure")
+    return {
+        "window_s": given.get("window"),
+        "history_s": given.get("history"),
+        "low_redraw": given.get("low_redraw"),
+        "hidden_panels": given.get("hide"),
+        "rules_dir": tuple(given["rules"]) if given.get("rules") else None,
+        "vllm_args": given.get("vllm_args"),
+        "vllm_log": str(given["vllm_log"]) if given.get("vllm_log") else None,
+        "timeout_s": given.get("timeout"),
+        "interval_s": given.get("interval"),
+        "api_key": given.get("api_key"),
+        "verify_tls": False if insecure else None,
+    }
+
+
+def settings_from(args: argparse.Namespace, **more: Any) -> Settings:
+    """Settings from the config file, the environment and these flags (later wins)."""
+    flags = flags_of(args) | more
+    try:
+        settings = load_settings(flags)
+    except SettingsError as error:
+        raise CliError(str(error)) from None
+    remember(settings.api_key)
+    return settings
+
+
+def scrape_options(settings: Settings) -> ScrapeOptions:
+    """How to reach the endpoints, from the settings."""
+    return ScrapeOptions(settings.timeout_s, settings.api_key, settings.verify_tls)
+
+
+def rules_of(settings: Settings, code: int = EXIT_RULES) -> list[Rule]:
+    """The shipped rules plus the settings' rule directories (errors as file:line)."""
+    try:
+        return load_rules([PACKAGED, *(Path(d) for d in settings.rules_dir)])
+    except RuleFileError as error:
+        raise CliError(str(error), code) from None
+
+
+def log_text_of(settings: Settings, code: int) -> str | None:
+    """The server log the settings name, read (an error naming the file when it cannot be)."""
+    if not settings.vllm_log:
+        return None
+    try:
+        return Path(settings.vllm_log).read_text(errors="replace")
+    except OSError as error:
+        raise CliError(f"{settings.vllm_log}: {error.strerror or error}", code) from None

@@ -1,0 +1,51 @@
+"""`vtop record URL -o FILE`: live feed -> recording, until stopped or for --duration."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+
+from vtop.cli.dashboard import live_feed
+from vtop.cli.options import add_target_options, parser, settings_from
+from vtop.core.ingest.feeds import Feed, sample
+from vtop.core.ingest.recorder import RecordingWriter
+from vtop.core.ingest.sources.vllm_http import DEFAULT_URL
+
+
+async def record(feed: Feed, path: Path, duration: float | None) -> int:
+    """Write the feed's frames; return how many were written."""
+    written = 0
+    try:
+        with RecordingWriter(path) as writer:
+            async for frame in sample(feed, duration):
+                writer.write(frame)
+                written += 1
+    finally:
+        await feed.close()
+    return written
+
+
+def record_parser() -> argparse.ArgumentParser:
+    """Arguments of `vtop record`."""
+    recorder = parser("vtop record", "flight recorder: every frame of live servers to a file")
+    recorder.add_argument("urls", nargs="*", metavar="URL", help=f"servers (default {DEFAULT_URL})")
+    recorder.add_argument("-o", "--output", type=Path, required=True, help="recording file")
+    recorder.add_argument("--interval", type=float, help="seconds between scrapes (1)")
+    recorder.add_argument("--duration", type=float, help="stop after N seconds (default: never)")
+    add_target_options(recorder)
+    return recorder
+
+
+def record_main(argv: list[str]) -> int:
+    """Run `vtop record`."""
+    args = record_parser().parse_args(argv)
+    settings = settings_from(args, urls=tuple(args.urls) or None)
+    try:
+        count = asyncio.run(record(live_feed(settings), args.output, args.duration))
+    except KeyboardInterrupt:
+        print(f"stopped; {args.output} holds every complete frame", file=sys.stderr)
+        return 0
+    print(f"{count} frames written to {args.output}", file=sys.stderr)
+    return 0

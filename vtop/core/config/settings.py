@@ -1,0 +1,216 @@
+"""Dashboard settings: config file, then environment, then flags (later wins)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from vtop.core.ingest.sources.vllm_http import API_KEY_ENV, DEFAULT_URL
+
+PANELS = (
+    "requests",
+    "kv",
+    "preemptions",
+    "ttft_histogram",
+    "ttft",
+    "throughput",
+    "latency",
+    "prefix_cache",
+    "gpu",
+)
+
+
+class SettingsError(ValueError):
+    """A setting that cannot be used, with where it came from."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything the dashboard needs to know before it starts."""
+
+    urls: tuple[str, ...] = (DEFAULT_URL,)
+    """vLLM base URLs to watch."""
+    interval_s: float = 1.0
+    """Seconds between scrapes."""
+    window_s: float = 15.0
+    """Seconds over which rates and quantiles are computed."""
+    history_s: float = 300.0
+    """Seconds of history the charts show."""
+    timeout_s: float = 5.0
+    """Scrape timeout in seconds."""
+    api_key: str | None = None
+    """Bearer token for /metrics."""
+    verify_tls: bool = True
+    """Verify TLS certificates."""
+    low_redraw: bool = False
+    """Redraw charts every few ticks only (slow links)."""
+    hidden_panels: tuple[str, ...] = ()
+    """Panels hidden at start (names from PANELS)."""
+    rules_dir: tuple[str, ...] = ()
+    """Directories of extra rules that add to or override the packaged ones, in order."""
+    vllm_args: str | None = None
+    """The server's launch arguments, when vtop did not start it."""
+    vllm_log: str | None = None
+    """Path of the server's log, for its startup lines."""
+    bundle_dir: str = "."
+    """Where the dashboard's `b` key writes incident bundles."""
+    prometheus: str | None = None
+    """Read the vLLM servers a Prometheus server scrapes instead of scraping them."""
+
+
+ENV_NAMES = {
+    "urls": "VTOP_URLS",
+    "interval_s": "VTOP_INTERVAL",
+    "window_s": "VTOP_WINDOW",
+    "history_s": "VTOP_HISTORY",
+    "timeout_s": "VTOP_TIMEOUT",
+    "low_redraw": "VTOP_LOW_REDRAW",
+    "hidden_panels": "VTOP_HIDE",
+    "rules_dir": "VTOP_RULES",
+    "api_key": API_KEY_ENV,
+    "verify_tls": "VTOP_VERIFY_TLS",
+    "prometheus": "VTOP_PROMETHEUS",
+}
+
+
+def config_path(env: Mapping[str, str]) -> Path:
+    """$VTOP_CONFIG, else $XDG_CONFIG_HOME/vtop/config.toml, else ~/.config/vtop/config.toml."""
+    if "VTOP_CONFIG" in env:
+        return Path(env["VTOP_CONFIG"])
+    base = env.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "vtop" / "config.toml"
+
+
+def _strict(name: str, value: Any, where: str) -> Any:
+    """A TOML value of the field's own type (TOML has types: `interval_s = true` is a mistake,
+    not 1.0), checked before it is coerced."""
+    default = getattr(Settings(), name)
+    if isinstance(default, bool):
+        ok = isinstance(value, bool)
+    elif isinstance(default, float):
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+    elif isinstance(default, tuple):
+        ok = isinstance(value, str) or (
+            isinstance(value, list) and all(isinstance(item, str) for item in value)
+        )
+    else:
+        ok = isinstance(value, str)
+    if not ok:
+        expected = (
+            "a list of strings" if isinstance(default, tuple) else type(default or "").__name__
+        )
+        raise SettingsError(f"{where}: {name} = {value!r}: expected {expected}")
+    return _coerce(name, value, where)
+
+
+def _coerce(name: str, value: Any, where: str) -> Any:
+    """A raw value (TOML, env text or flag) as the field's type."""
+    default = getattr(Settings(), name)
+    try:
+        if isinstance(default, bool):
+            return _boolean(value)
+        if isinstance(default, float):
+            number = float(value)
+            if not 0 < number < float("inf"):
+                raise ValueError("must be a positive number of seconds")
+            return number
+        if isinstance(default, tuple):
+            items = value.split(",") if isinstance(value, str) else list(value)
+            return tuple(str(item).strip() for item in items if str(item).strip())
+        return None if value is None else str(value)
+    except (TypeError, ValueError) as error:
+        raise SettingsError(f"{where}: {name} = {value!r}: {error}") from None
+
+
+def _boolean(value: Any) -> bool:
+    """True/false from TOML booleans or env text."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError("expected true or false")
+
+
+def from_file(path: Path, explicit: bool = False) -> dict[str, Any]:
+    """Settings from a TOML file; a missing default file is no settings, a missing file named
+    by $VTOP_CONFIG is an error, and so is anything that is not a readable UTF-8 TOML file."""
+    if not path.exists():
+        if explicit:
+            raise SettingsError(f"{path}: no such file (named by $VTOP_CONFIG)")
+        return {}
+    if not path.is_file():
+        raise SettingsError(f"{path}: not a file")
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = path.read_bytes()[: error.start].count(b"\n") + 1
+        raise SettingsError(f"{path}:{line}: not UTF-8 text") from None
+    except OSError as error:
+        raise SettingsError(f"{path}: cannot read: {error.strerror or error}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise SettingsError(f"{path}: {error}") from None
+    known = {field.name for field in dataclasses.fields(Settings)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise SettingsError(
+            f"{path}:{_line_of(text, unknown[0])}: unknown setting(s) {', '.join(unknown)}; "
+            f"known: {sorted(known)}"
+        )
+    return {
+        name: _strict(name, value, f"{path}:{_line_of(text, name)}") for name, value in data.items()
+    }
+
+
+def _line_of(text: str, name: str) -> int:
+    """The line that sets `name` in a TOML text (1 when not found)."""
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.strip().startswith(name) and line.strip()[len(name) :].lstrip().startswith("="):
+            return number
+    return 1
+
+
+def from_env(env: Mapping[str, str]) -> dict[str, Any]:
+    """Settings from VTOP_* variables (and VLLM_API_KEY)."""
+    return {
+        name: _coerce(name, env[variable], f"${variable}")
+        for name, variable in ENV_NAMES.items()
+        if variable in env
+    }
+
+
+def load_settings(flags: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Settings:
+    """File, then environment, then flags that were given (None means not given)."""
+    env = os.environ if env is None else env
+    layered = from_file(config_path(env), explicit="VTOP_CONFIG" in env) | from_env(env)
+    layered |= {
+        name: _coerce(name, value, "flag") for name, value in flags.items() if value is not None
+    }
+    settings = Settings(**layered)
+    _check(settings)
+    return settings
+
+
+def _check(settings: Settings) -> None:
+    """Reject values the dashboard cannot run with."""
+    for directory in settings.rules_dir:
+        if not Path(directory).is_dir():
+            raise SettingsError(f"rules directory {directory}: no such directory")
+    for name in ("interval_s", "window_s", "history_s", "timeout_s"):
+        value = getattr(settings, name)
+        if not 0 < value < float("inf"):
+            raise SettingsError(f"{name} = {value!r}: must be a positive number of seconds")
+    unknown = sorted(set(settings.hidden_panels) - set(PANELS))
+    if unknown:
+        raise SettingsError(f"unknown panel(s) {', '.join(unknown)}; panels: {', '.join(PANELS)}")
+    if not settings.urls:
+        raise SettingsError("no URL to watch")

@@ -1,0 +1,249 @@
+"""A Prometheus server as the source: the vLLM servers it scrapes, read through its HTTP API.
+
+Prometheus already holds the fleet's series, so vtop reads them there (instant `query` for live
+ticks, `query_range` for a past window) and turns them into the same frames a direct scrape
+gives: one TargetScrape per discovered instance, so the store, rules and views are unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from vtop.core.catalog import is_vllm, sample_type
+from vtop.core.frame import Event, EventKind, Frame, Sample, ScrapeStatus, Series, TargetScrape
+from vtop.core.ingest.feed_status import (
+    INTERVAL_STEPS,
+    UNAVAILABLE,
+    Control,
+    FeedStatus,
+    Mode,
+    Moved,
+    next_step,
+)
+from vtop.core.ingest.sources.bounded_http import BodyError, DeadlineError, bounded_get
+from vtop.core.ingest.sources.vllm_http import ScrapeOptions, describe_error, make_client
+from vtop.core.manage.process import ServerState
+
+VLLM_SELECTOR = '{__name__=~"vllm:.+|ray_vllm[:_].+|process_start_time_seconds|up"}'
+"""Everything vtop reads: vLLM's series (Ray Serve's names too), the restart marker, and
+Prometheus' own `up`."""
+KNOWN_SERVERS = (
+    "group by (job, instance) (last_over_time("
+    '{__name__=~"vllm:num_requests_running|ray_vllm[:_]num_requests_running"}[1h]))'
+)
+"""Servers that exposed vLLM series in the last hour: found even when down as vtop starts."""
+DROPPED_LABELS = frozenset({"__name__", "instance", "job"})
+UP = "up"
+MAX_ANSWER_BYTES = 512 * 1024 * 1024
+"""An API answer past this is refused (a range query over a large fleet: narrow --since/--step)."""
+METADATA_REFRESH_S = 300.0
+
+
+class PrometheusError(Exception):
+    """The Prometheus server could not answer a query."""
+
+
+@dataclass(frozen=True)
+class Point:
+    """One series' value at one time, as Prometheus returned it."""
+
+    labels: dict[str, str]
+    timestamp: float
+    value: float
+
+
+class PrometheusClient:
+    """The few HTTP API calls vtop needs: query, query_range, metadata."""
+
+    def __init__(self, url: str, options: ScrapeOptions) -> None:
+        self.url = url.rstrip("/")
+        self.timeout_s = options.timeout_s
+        self.client = make_client(options)
+        self.headers = {"Authorization": f"Bearer {options.api_key}"} if options.api_key else {}
+
+    async def close(self) -> None:
+        """Close the HTTP client."""
+        await self.client.aclose()
+
+    async def _get(self, path: str, params: dict[str, str]) -> Any:
+        """GET an API path; the `data` member of a successful answer."""
+        url = str(httpx.URL(self.url + path, params=params))
+        try:
+            response = await bounded_get(
+                self.client, url, self.headers, self.timeout_s, MAX_ANSWER_BYTES
+            )
+        except httpx.HTTPError as error:
+            raise PrometheusError(f"{self.url}: {describe_error(error)}") from error
+        except (DeadlineError, BodyError) as error:
+            raise PrometheusError(f"{self.url}{path}: {error}") from error
+        try:
+            body = json.loads(response.content)
+            if not isinstance(body, dict):
+                raise ValueError("not an object")
+        except ValueError as error:
+            raise PrometheusError(
+                f"{self.url}{path}: HTTP {response.status_code}, not a Prometheus API answer"
+            ) from error
+        if response.status_code != 200 or body.get("status") != "success":
+            raise PrometheusError(f"{self.url}{path}: {body.get('error') or response.status_code}")
+        return body["data"]
+
+    async def query(self, expr: str, at: float) -> list[Point]:
+        """An instant vector at `at`."""
+        data = await self._get("/api/v1/query", {"query": expr, "time": f"{at:.3f}"})
+        return [_point(item["metric"], item["value"]) for item in data.get("result", [])]
+
+    async def query_range(self, expr: str, start: float, end: float, step: float) -> list[Point]:
+        """Every series' values at each step from `start` to `end`."""
+        params = {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step}"}
+        data = await self._get("/api/v1/query_range", params)
+        return [
+            _point(item["metric"], pair)
+            for item in data.get("result", [])
+            for pair in item["values"]
+        ]
+
+    async def metadata(self) -> dict[str, str]:
+        """Declared metric types by family name, as the scraped targets exposed them."""
+        data = await self._get("/api/v1/metadata", {})
+        return {name: entries[0]["type"] for name, entries in data.items() if entries}
+
+
+def _point(metric: dict[str, str], pair: list[Any]) -> Point:
+    """A JSON `[timestamp, "value"]` pair of a series."""
+    return Point(metric, float(pair[0]), float(pair[1]))
+
+
+def target_names(points: Iterable[Point]) -> dict[tuple[str, str], str]:
+    """A target name per (job, instance) serving vLLM: the instance, or job/instance if reused."""
+    return names_of(
+        {
+            (p.labels.get("job", ""), p.labels.get("instance", ""))
+            for p in points
+            if is_vllm(p.labels.get("__name__", ""))
+        }
+    )
+
+
+def names_of(pairs: set[tuple[str, str]]) -> dict[tuple[str, str], str]:
+    """A target name per (job, instance): the instance, or job/instance if reused."""
+    instances = [instance for _, instance in pairs]
+    return {
+        (job, instance): instance if instances.count(instance) == 1 else f"{job}/{instance}"
+        for job, instance in pairs
+    }
+
+
+def scrapes_from(
+    points: Iterable[Point], names: dict[tuple[str, str], str], types: dict[str, str]
+) -> tuple[TargetScrape, ...]:
+    """One scrape per named target: its samples, or unreachable when Prometheus says up == 0."""
+    samples: dict[str, list[Sample]] = {name: [] for name in names.values()}
+    down: dict[str, bool] = {}
+    for point in points:
+        key = (point.labels.get("job", ""), point.labels.get("instance", ""))
+        name = names.get(key)
+        metric = point.labels.get("__name__", "")
+        if name is None or math.isnan(point.value):
+            continue
+        if metric == UP:
+            down[name] = point.value == 0
+            continue
+        samples[name].append(Sample(Series(metric, _own_labels(point.labels)), point.value))
+    return tuple(_scrape(name, samples[name], down.get(name, False), types) for name in samples)
+
+
+def _own_labels(labels: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    """The series' labels without the name and the labels Prometheus adds per target."""
+    return tuple(sorted((k, v) for k, v in labels.items() if k not in DROPPED_LABELS))
+
+
+def _scrape(name: str, samples: list[Sample], down: bool, types: dict[str, str]) -> TargetScrape:
+    """A target's scrape from its Prometheus samples."""
+    if down or not samples:
+        why = "Prometheus reports the target down (up == 0)" if down else "no current samples"
+        return TargetScrape(name, ScrapeStatus.UNREACHABLE, error=why)
+    metric_types = {
+        s.series.name: types.get(s.series.name) or sample_type(s.series.name) for s in samples
+    }
+    return TargetScrape(name, ScrapeStatus.OK, samples=tuple(samples), metric_types=metric_types)
+
+
+class PrometheusFeed:
+    """Live frames from Prometheus: one instant query per tick covers every vLLM server."""
+
+    def __init__(self, client: PrometheusClient, interval: float) -> None:
+        self.client = client
+        self.interval = interval
+        self.paused = False
+        self.names: dict[tuple[str, str], str] = {}
+        self.types: dict[str, str] = {}
+        self._known: set[tuple[str, str]] = set()
+        self._catalogue_at = -math.inf
+
+    async def frames(self, now: float) -> list[Frame]:
+        """The servers' latest values as one frame (an event when Prometheus fails)."""
+        try:
+            points = await self.client.query(VLLM_SELECTOR, now)
+            await self._refresh_catalogue(now)
+        except PrometheusError as error:
+            return [
+                Frame(
+                    now,
+                    events=(Event(now, EventKind.PROMETHEUS_DOWN, self.client.url, str(error)),),
+                )
+            ]
+        self._known |= set(target_names(points))
+        self.names = names_of(self._known)
+        return [Frame(now, scrapes_from(points, self.names, self.types))]
+
+    async def _refresh_catalogue(self, now: float) -> None:
+        """Metric metadata and the servers of the last hour, asked again every few minutes."""
+        if abs(now - self._catalogue_at) > METADATA_REFRESH_S:
+            self.types = await self.client.metadata()
+            recent = await self.client.query(KNOWN_SERVERS, now)
+            self._known |= {(p.labels.get("job", ""), p.labels.get("instance", "")) for p in recent}
+            self._catalogue_at = now
+
+    def status(self, now: float) -> FeedStatus:
+        """Prometheus, polled at its interval."""
+        return FeedStatus(Mode.PROMETHEUS, self.interval, self.paused)
+
+    def control(self, action: Control, amount: float = 0.0) -> Moved:
+        """Pause the display; poll faster or slower."""
+        if action is Control.PAUSE:
+            self.paused = not self.paused
+            return Moved("paused" if self.paused else "live")
+        if action in (Control.FASTER, Control.SLOWER):
+            self.interval = next_step(INTERVAL_STEPS, self.interval, action is Control.SLOWER)
+            return Moved(f"querying every {self.interval:g} s")
+        return Moved(UNAVAILABLE, changed=False)
+
+    def follow(self, server: ServerState) -> None:
+        """Prometheus follows no managed server."""
+
+    def note(self, event: Event) -> None:
+        """Prometheus mode manages no server: nothing to note."""
+
+    async def close(self) -> None:
+        """Close the HTTP client."""
+        await self.client.close()
+
+
+async def history_frames(
+    client: PrometheusClient, start: float, end: float, step: float
+) -> list[Frame]:
+    """Frames at every step of a past window, from one range query."""
+    points = await client.query_range(VLLM_SELECTOR, start, end, step)
+    types = await client.metadata()
+    names = target_names(points)
+    by_time: dict[float, list[Point]] = {}
+    for point in points:
+        by_time.setdefault(point.timestamp, []).append(point)
+    return [Frame(at, scrapes_from(by_time[at], names, types)) for at in sorted(by_time)]

@@ -1,0 +1,225 @@
+"""Scrape one vLLM server's /metrics over HTTP(S) with httpx."""
+
+from __future__ import annotations
+
+import functools
+import os
+import ssl
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import httpx
+
+from vtop.core import redact
+from vtop.core.catalog import is_vllm
+from vtop.core.frame import Sample, SampleColumns, ScrapeStatus, Series, TargetScrape
+from vtop.core.ingest.exposition import ExpositionParser, is_openmetrics
+from vtop.core.ingest.sources.bounded_http import (
+    BodyError,
+    BoundedResponse,
+    DeadlineError,
+    bounded_get,
+)
+from vtop.core.ingest.sources.fast_http import FastGet, FastTimeoutError, FastTooLargeError
+from vtop.core.ingest.sources.server_facts import ServerFacts, ask_server_facts
+
+API_KEY_ENV = "VLLM_API_KEY"
+DEFAULT_URL = "http://127.0.0.1:8000"
+MAX_BODY_BYTES = 64 * 1024 * 1024
+ACCEPT = "text/plain;version=0.0.4;q=0.9,application/openmetrics-text;version=1.0.0;q=0.5"
+
+
+def metrics_url(base_url: str) -> str:
+    """The /metrics URL for a server base URL (a URL already ending in /metrics is kept)."""
+    url = base_url.rstrip("/")
+    if "://" not in url:
+        url = "http://" + url
+    return url if url.endswith("/metrics") else url + "/metrics"
+
+
+def target_name(base_url: str) -> str:
+    """The label vtop uses for a target: its URL without /metrics or a trailing slash, and
+    without a password (the label is shown and written everywhere; requests use the URL)."""
+    url = metrics_url(base_url)
+    return redact.url(url[: -len("/metrics")])
+
+
+@dataclass(frozen=True)
+class ScrapeOptions:
+    """How to reach a target."""
+
+    timeout_s: float = 5.0
+    api_key: str | None = None
+    verify_tls: bool = True
+    max_body_bytes: int = MAX_BODY_BYTES
+
+    @staticmethod
+    def from_env(timeout_s: float = 5.0, verify_tls: bool = True) -> ScrapeOptions:
+        """Options with the API key taken from VLLM_API_KEY when set."""
+        return ScrapeOptions(timeout_s, os.environ.get(API_KEY_ENV) or None, verify_tls)
+
+
+class VllmHttpSource:
+    """Fetches and parses one target's /metrics; keeps its parser warm across ticks."""
+
+    def __init__(
+        self, base_url: str, options: ScrapeOptions, client: httpx.AsyncClient | None = None
+    ) -> None:
+        self.target = target_name(base_url)
+        self.url = metrics_url(base_url)
+        self.base_url = self.url[: -len("/metrics")]
+        """The URL requests go to (a password in it stays here, never in `target`)."""
+        self.options = options
+        self._parser = ExpositionParser()
+        self._client = client or make_client(options)
+        self._owns_client = client is None
+        self._fast = FastGet(self.url, options.max_body_bytes)
+        self._vllm_layout: tuple[Series, ...] | None = None
+        """The series of the last payload layout seen to hold vllm: series."""
+        self._facts: tuple[float | None, ServerFacts] | None = None
+        """(process start time, what the server said) of the last ask; asked again on restart."""
+
+    async def close(self) -> None:
+        """Close the HTTP client if this source created it, and the fast path's connection."""
+        await self._fast.close()
+        if self._owns_client:
+            await self._client.aclose()
+
+    async def scrape(self) -> TargetScrape:
+        """Fetch /metrics once within one deadline (connect, headers and body, both paths
+        together) and the byte limit; every failure becomes a typed result, never an exception."""
+        started = time.monotonic()
+        deadline = started + self.options.timeout_s
+        try:
+            fast = await self._fast.get(self._headers(), self.options.timeout_s)
+        except FastTimeoutError as error:
+            return self._failed(ScrapeStatus.UNREACHABLE, str(error), started)
+        except FastTooLargeError as error:
+            return self._failed(ScrapeStatus.HTTP_ERROR, f"/metrics {error}", started, 200)
+        if fast is not None:
+            content_type, body = fast
+            text = body.decode("utf-8", errors="replace")
+            return await self._read(text, content_type, 200, started)
+        try:
+            response = await bounded_get(
+                self._client,
+                self.url,
+                self._headers(),
+                max(deadline - time.monotonic(), 0.001),
+                self.options.max_body_bytes,
+            )
+        except DeadlineError as error:
+            return self._failed(ScrapeStatus.UNREACHABLE, str(error), started)
+        except BodyError as error:
+            return self._failed(ScrapeStatus.HTTP_ERROR, f"/metrics {error}", started, 200)
+        except httpx.HTTPError as error:
+            return self._failed(ScrapeStatus.UNREACHABLE, describe_error(error), started)
+        if response.status_code != 200:
+            message = f"HTTP {response.status_code} from {self.target}/metrics{auth_hint(response)}"
+            return self._failed(ScrapeStatus.HTTP_ERROR, message, started, response.status_code)
+        content_type = response.headers.get("content-type", "")
+        return await self._read(response.text, content_type, response.status_code, started)
+
+    async def _server_facts(self, samples: Sequence[Sample]) -> ServerFacts:
+        """Version and settings from the server's own endpoints, asked once per process start."""
+        started = next(
+            (s.value for s in samples if s.series.name == "process_start_time_seconds"), None
+        )
+        if self._facts is None or self._facts[0] != started:
+            facts = await ask_server_facts(
+                self._client, self.base_url, self._headers(), self.options.timeout_s
+            )
+            self._facts = started, facts
+        return self._facts[1]
+
+    def _headers(self) -> dict[str, str]:
+        """Request headers: Accept, and the bearer token when configured."""
+        headers = {"Accept": ACCEPT}
+        if self.options.api_key:
+            headers["Authorization"] = f"Bearer {self.options.api_key}"
+        return headers
+
+    def _failed(
+        self, status: ScrapeStatus, message: str, started: float, http_status: int | None = None
+    ) -> TargetScrape:
+        """A scrape result that carries no samples."""
+        elapsed = time.monotonic() - started
+        shown = redact.Redactor([self.options.api_key or ""]).text(message)
+        return TargetScrape(
+            self.target, status, error=shown, http_status=http_status, duration_s=elapsed
+        )
+
+    async def _read(
+        self, text: str, content_type: str, http_status: int, started: float
+    ) -> TargetScrape:
+        """Parse a 200 response's text, classify it, and add the server's version."""
+        parsed = self._parser.parse(text, is_openmetrics(content_type))
+        status, message, facts = ScrapeStatus.OK, "", ServerFacts()
+        if self._serves_vllm(parsed.samples):
+            facts = await self._server_facts(parsed.samples)
+        else:
+            status = ScrapeStatus.NOT_VLLM
+            message = (
+                f"no vllm: series at {self.target}/metrics (not vLLM, or started with "
+                "--disable-log-stats)"
+            )
+        return TargetScrape(
+            self.target,
+            status,
+            raw_text=text,
+            samples=parsed.frozen_samples(),
+            metric_types=parsed.types,
+            parse_errors=tuple(parsed.errors),
+            error=message,
+            http_status=http_status,
+            duration_s=time.monotonic() - started,
+            server_version=facts.version,
+            server_settings=facts.settings,
+        )
+
+    def _serves_vllm(self, samples: Sequence[Sample]) -> bool:
+        """True when some sample is a vllm: series (remembered for a payload layout)."""
+        if isinstance(samples, SampleColumns) and samples.series is self._vllm_layout:
+            return True
+        found = any(is_vllm(sample.series.name) for sample in samples)
+        if found and isinstance(samples, SampleColumns):
+            self._vllm_layout = samples.series
+        return found
+
+
+KEEPALIVE_S = 2.0
+"""Below uvicorn's 5 s keep-alive, so a scrape never goes out on a connection being closed."""
+
+
+def make_client(options: ScrapeOptions) -> httpx.AsyncClient:
+    """An HTTP client with the scrape timeout and TLS policy."""
+    return httpx.AsyncClient(
+        timeout=options.timeout_s,
+        verify=tls_context(options.verify_tls),
+        follow_redirects=True,
+        limits=httpx.Limits(keepalive_expiry=KEEPALIVE_S),
+    )
+
+
+@functools.cache
+def tls_context(verify: bool) -> ssl.SSLContext:
+    """One TLS context per policy for the whole process: making one reads the CA bundle (~50 ms
+    of CPU), which a hundred sources would otherwise each pay."""
+    return httpx.create_ssl_context(verify=verify)
+
+
+def describe_error(error: httpx.HTTPError) -> str:
+    """One line saying why a target could not be reached."""
+    if isinstance(error, httpx.TimeoutException):
+        return f"timed out: {type(error).__name__}"
+    if isinstance(error, httpx.ConnectError):
+        return f"connection failed: {error}" if str(error) else "connection refused"
+    return f"{type(error).__name__}: {error}"
+
+
+def auth_hint(response: httpx.Response | BoundedResponse) -> str:
+    """A hint appended to 401/403 errors."""
+    if response.status_code in (401, 403):
+        return f" (set --api-key or {API_KEY_ENV})"
+    return ""

@@ -1,0 +1,97 @@
+"""`vtop tune`: the apply flow with generated traffic: a load before, the same load after."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from vtop.core.frame import Frame
+from vtop.core.ingest.feeds import LiveFeed, sample
+from vtop.core.ingest.sources.vllm_http import ScrapeOptions, VllmHttpSource
+from vtop.core.manage.apply import Applied, apply_and_verify
+from vtop.core.manage.bench import Bench, BenchConfig, BenchReport
+from vtop.core.manage.process import ServerState, read_log
+from vtop.core.manage.tuning import Measurement, measure
+from vtop.core.rules.engine import Finding, ProposedChange
+from vtop.core.rules.loader import Rule
+from vtop.core.session.diagnose import DiagnoseOptions, Diagnosis, diagnose_frames
+from vtop.core.store.store import Store
+
+
+@dataclass(frozen=True)
+class TuneOptions:
+    """The load that measures, and whether to roll back."""
+
+    rules: list[Rule]
+    directory: Path
+    load: Callable[[str], BenchConfig]
+    finding_id: str | None = None
+    rollback: bool = True
+    warmup: Callable[[str], BenchConfig] | None = None
+    """A short load run after each restart, before measuring (first requests are slow)."""
+
+
+async def measure_window(url: str, load: BenchConfig) -> tuple[list[Frame], BenchReport]:
+    """Run the load and read the server's live feed while it runs (and once after)."""
+    feed = LiveFeed([VllmHttpSource(url, ScrapeOptions(timeout_s=10))], None, 1.0)
+    task = asyncio.ensure_future(Bench(load).run())
+    frames: list[Frame] = []
+    try:
+        async with contextlib.aclosing(sample(feed)) as frames_of:
+            async for frame in frames_of:
+                frames.append(frame)
+                if task.done():
+                    break
+        frames += await feed.frames(time.time())
+    finally:
+        await feed.close()
+    return frames, task.result()
+
+
+def measurement(frames: list[Frame], report: BenchReport) -> Measurement:
+    """The judged figures over the whole window."""
+    store = Store()
+    for frame in frames:
+        store.ingest(frame)
+    target = frames[0].scrapes[0].target
+    window = frames[-1].timestamp - frames[0].timestamp
+    return measure(store, target, frames[-1].timestamp, window, report.failed)
+
+
+def pick(diagnosis: Diagnosis, finding_id: str | None) -> tuple[Finding, ProposedChange] | None:
+    """The finding to act on (the primary by default) and its first computable change."""
+    if diagnosis.triage is None:
+        return None
+    findings = [f for f in diagnosis.triage.findings if finding_id in (None, f.rule.id)]
+    for finding in findings:
+        for change in finding.changes:
+            if change.as_flag() is not None:
+                return finding, change
+    return None
+
+
+async def tune(state: ServerState, options: TuneOptions) -> Applied | str:
+    """Baseline under the load, then the apply flow measured by the same load; a string says
+    why nothing was applied."""
+    frames, report = await measure_window(state.url, options.load(state.url))
+    log, _ = read_log(state)
+    told = DiagnoseOptions(vllm_args=" ".join(state.argv), vllm_log=log)
+    chosen = pick(diagnose_frames(state.url, frames, options.rules, told), options.finding_id)
+    if chosen is None:
+        return f"no finding {options.finding_id or ''} with a computable change".replace("  ", " ")
+
+    async def after(new_state: ServerState) -> Measurement:
+        if options.warmup is not None:
+            await Bench(options.warmup(new_state.url)).run()
+        frames, report = await measure_window(new_state.url, options.load(new_state.url))
+        return measurement(frames, report)
+
+    finding, change = chosen
+    before = measurement(frames, report)
+    return await apply_and_verify(
+        state, finding, change, before, after, options.directory, rollback=options.rollback
+    )

@@ -1,0 +1,226 @@
+"""Apply a suggested flag change to an argv, and judge a before/after measurement."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from vtop.core.rules.engine import Finding, ProposedChange
+from vtop.core.session.summary import summarize
+from vtop.core.store.store import Store
+
+BOOLEAN_PAIRS = {"--enable-prefix-caching": "--no-enable-prefix-caching"}
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """What a change is judged on, over one window."""
+
+    preemptions_per_s: float | None
+    waiting: float | None
+    kv_usage: float | None
+    ttft_p99_s: float | None
+    generation_tokens_per_s: float | None
+    errors: int = 0
+    noise: dict[str, float] = field(default_factory=dict)
+    """Standard error of each figure, from its spread across segments of the window."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """The figure a finding's fix must improve, and which way."""
+
+    metric: str
+    lower_is_better: bool
+
+
+TARGETS = {
+    "memory": Target("preemptions_per_s", True),
+    "queue": Target("waiting", True),
+    "latency": Target("ttft_p99_s", True),
+    "compute": Target("generation_tokens_per_s", False),
+}
+DEFAULT_TARGET = Target("ttft_p99_s", True)
+MIN_IMPROVEMENT = 0.05
+"""The target figure must move at least this share..."""
+NOISE_FACTOR = 2.0
+"""...and by more than this many standard errors of the difference (noise is not an effect)."""
+SEGMENT_S = 5.0
+"""Length of the window segments whose spread estimates the noise."""
+JUDGED = ("preemptions_per_s", "waiting", "ttft_p99_s", "generation_tokens_per_s")
+THROUGHPUT_TOLERANCE = 0.10
+"""A fix may cost at most this share of output tokens/s and still be kept."""
+
+
+def measure(store: Store, target: str, now: float, window: float, errors: int = 0) -> Measurement:
+    """The judged figures over a window of the store, with their noise across segments."""
+    figures = _figures(store, target, now, window)
+    return Measurement(
+        figures["preemptions_per_s"],
+        figures["waiting"],
+        figures["kv_usage"],
+        figures["ttft_p99_s"],
+        figures["generation_tokens_per_s"],
+        errors,
+        _noise(store, target, now, window),
+    )
+
+
+def _figures(store: Store, target: str, now: float, window: float) -> dict[str, float | None]:
+    """Rates and gauge averages over one window (gauges averaged, KV as the fullest engine)."""
+    summary = summarize(store, target, now, window)
+    only = {"instance": target}
+    waiting = store.sum_by(store.avg_over_time, "vllm:num_requests_waiting", now, window, only)
+    queued = store.sum_by(store.rate, "vllm:request_queue_time_seconds_sum", now, window, only)
+    kv = store.sum_by(
+        store.avg_over_time, "vllm:kv_cache_usage_perc", now, window, only, ["engine"]
+    )
+    return {
+        "preemptions_per_s": summary.preemptions_per_s,
+        "waiting": _larger(waiting.get(()), queued.get(())),
+        "kv_usage": max(kv.values(), default=None),
+        "ttft_p99_s": summary.ttft_p99_s,
+        "generation_tokens_per_s": summary.generation_tokens_per_s,
+    }
+
+
+def _larger(gauge: float | None, little: float | None) -> float | None:
+    """Average waiting: the gauge's average or, by Little's law, queue seconds per second,
+    whichever is larger (the gauge can read 0 between engine steps while a queue persists)."""
+    known = [value for value in (gauge, little) if value is not None]
+    return max(known) if known else None
+
+
+def _noise(store: Store, target: str, now: float, window: float) -> dict[str, float]:
+    """Standard error of each judged figure: its spread over SEGMENT_S-long segments."""
+    count = int(window // SEGMENT_S)
+    if count < 3:
+        return {}
+    length = window / count
+    segments = [_figures(store, target, now - i * length, length) for i in range(count)]
+    noise: dict[str, float] = {}
+    for name in JUDGED:
+        values = [v for v in (segment[name] for segment in segments) if v is not None]
+        if len(values) >= 3:
+            noise[name] = statistics.stdev(values) / math.sqrt(len(values))
+    return noise
+
+
+def change_argument(change: ProposedChange) -> list[str] | None:
+    """The flag change as argv items, None when its value could not be computed."""
+    literal = change.as_flag()
+    return None if literal is None else literal.split()
+
+
+def apply_change(argv: Sequence[str], change: ProposedChange) -> list[str]:
+    """argv with the flag set to the proposed value (replacing any earlier value)."""
+    arguments = change_argument(change)
+    if arguments is None:
+        raise ValueError(f"{change.flag}: no value to apply ({', '.join(change.unknown)} unknown)")
+    flag = arguments[0]
+    drop = {flag, BOOLEAN_PAIRS.get(flag, ""), _negated(flag)}
+    result: list[str] = []
+    skip_value = False
+    for arg in argv:
+        if skip_value:
+            skip_value = False
+            continue
+        name = arg.split("=", 1)[0]
+        if name in drop:
+            skip_value = "=" not in arg and len(arguments) > 1
+            continue
+        result.append(arg)
+    return result + arguments
+
+
+def _negated(flag: str) -> str:
+    """--enable-x <-> --no-enable-x."""
+    return "--" + flag[5:] if flag.startswith("--no-") else "--no-" + flag[2:]
+
+
+def argv_diff(before: Sequence[str], after: Sequence[str]) -> list[str]:
+    """Flags removed (-) and added (+), in order."""
+    removed = [arg for arg in _flag_items(before) if arg not in _flag_items(after)]
+    added = [arg for arg in _flag_items(after) if arg not in _flag_items(before)]
+    return [f"- {arg}" for arg in removed] + [f"+ {arg}" for arg in added]
+
+
+def _flag_items(argv: Sequence[str]) -> list[str]:
+    """'--flag value' pairs and lone flags of an argv."""
+    items: list[str] = []
+    for arg in argv:
+        if arg.startswith("-") or not items or not items[-1].startswith("-") or " " in items[-1]:
+            items.append(arg)
+        else:
+            items[-1] += " " + arg
+    return items
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Whether a change helped, on its target metric, without a cost elsewhere."""
+
+    improved: bool
+    reason: str
+
+
+def judge(finding: Finding, before: Measurement, after: Measurement) -> Verdict:
+    """Better on the finding's target metric, no new errors, no large loss of output tok/s."""
+    target = TARGETS.get(finding.rule.phase, DEFAULT_TARGET)
+    old, new = getattr(before, target.metric), getattr(after, target.metric)
+    if after.errors > before.errors:
+        return Verdict(False, f"errors rose from {before.errors} to {after.errors}")
+    lost = _throughput_loss(before, after)
+    if lost is not None and lost > THROUGHPUT_TOLERANCE:
+        return Verdict(
+            False, f"output tok/s fell {lost:.0%} (more than {THROUGHPUT_TOLERANCE:.0%})"
+        )
+    if old is None or new is None:
+        return Verdict(False, f"{target.metric} not measured before and after")
+    gain = old - new if target.lower_is_better else new - old
+    margin = _margin(before, after, target.metric)
+    moved = f"{target.metric} {old:.3g} -> {new:.3g}"
+    if new == old == 0 and target.lower_is_better:
+        return Verdict(True, moved)
+    if gain > abs(old) * MIN_IMPROVEMENT and gain > margin:
+        return Verdict(True, moved)
+    if gain > abs(old) * MIN_IMPROVEMENT:
+        return Verdict(False, f"{moved} is within the noise (+/- {margin:.3g})")
+    return Verdict(False, f"{target.metric} did not improve: {old:.3g} -> {new:.3g}")
+
+
+def _margin(before: Measurement, after: Measurement, metric: str) -> float:
+    """NOISE_FACTOR standard errors of the before/after difference (0 when unmeasured)."""
+    spread = math.hypot(before.noise.get(metric, 0.0), after.noise.get(metric, 0.0))
+    return NOISE_FACTOR * spread
+
+
+def _throughput_loss(before: Measurement, after: Measurement) -> float | None:
+    """The fraction of output tokens/s lost (negative when it rose), None when unmeasured."""
+    old, new = before.generation_tokens_per_s, after.generation_tokens_per_s
+    if old is None or new is None or old <= 0:
+        return None
+    return (old - new) / old
+
+
+def comparison_lines(before: Measurement, after: Measurement) -> list[str]:
+    """Side-by-side figures."""
+    rows = [
+        ("preemptions/s", before.preemptions_per_s, after.preemptions_per_s, "{:.2f}"),
+        ("waiting (avg)", before.waiting, after.waiting, "{:.1f}"),
+        ("KV usage", before.kv_usage, after.kv_usage, "{:.0%}"),
+        ("TTFT p99 s", before.ttft_p99_s, after.ttft_p99_s, "{:.2f}"),
+        ("output tok/s", before.generation_tokens_per_s, after.generation_tokens_per_s, "{:.0f}"),
+        ("errors", float(before.errors), float(after.errors), "{:.0f}"),
+    ]
+    lines = [f"{'':16}{'before':>12}{'after':>12}"]
+    for name, old, new, pattern in rows:
+        lines.append(f"{name:16}{_cell(old, pattern):>12}{_cell(new, pattern):>12}")
+    return lines
+
+
+def _cell(value: float | None, pattern: str) -> str:
+    """A figure or '-'."""
+    return "-" if value is None else pattern.format(value)

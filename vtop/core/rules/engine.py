@@ -1,0 +1,292 @@
+"""Evaluate rules over the store and triage the findings: queue -> memory -> compute.
+
+The engine is stateful only for `for:` durations (when each condition started holding), like
+Prometheus alerting; everything else is a function of the store at `now`.
+"""
+
+from __future__ import annotations
+
+import math
+import string
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from vtop.core.config.server_config import FLAG_NAMES, HOW_TO_KNOW
+from vtop.core.frame import Labels
+from vtop.core.rules.loader import PHASES, SEVERITIES, Rule, Suggestion
+from vtop.core.rules.promql.ast import Expr
+from vtop.core.rules.promql.evaluator import (
+    FLEET,
+    Context,
+    EvaluationError,
+    UnknownValueError,
+    evaluate,
+)
+from vtop.core.store.store import Store
+
+PHASE_ORDER = {phase: index for index, phase in enumerate(PHASES)}
+SEVERITY_ORDER = {severity: index for index, severity in enumerate(SEVERITIES)}
+
+
+@dataclass(frozen=True)
+class ProposedChange:
+    """A suggestion with its values computed from the live numbers."""
+
+    flag: str
+    current: float | None
+    proposed: float | str | None
+    why: str
+    effect: str
+    unknown: tuple[str, ...] = ()
+
+    def as_flag(self) -> str | None:
+        """The literal `vllm serve` argument, None when the value could not be computed."""
+        if isinstance(self.proposed, str):
+            return self.proposed
+        if self.proposed is None:
+            return None
+        return f"{self.flag} {_number_text(self.proposed)}"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A rule that holds for one label set (e.g. one engine)."""
+
+    rule: Rule
+    labels: Labels
+    since: float
+    evidence: dict[str, float | None]
+    diagnosis: str
+    changes: tuple[ProposedChange, ...]
+    symptoms: tuple[Finding, ...] = ()
+
+    @property
+    def key(self) -> str:
+        """Rule id plus labels, e.g. M1{engine="0"}."""
+        inner = ",".join(f'{k}="{v}"' for k, v in self.labels)
+        return f"{self.rule.id}{{{inner}}}" if inner else self.rule.id
+
+
+@dataclass(frozen=True)
+class Unchecked:
+    """A rule that could not be evaluated, and what would let it run."""
+
+    rule: Rule
+    missing: tuple[str, ...]
+    how: str
+
+
+@dataclass(frozen=True)
+class Triage:
+    """Findings ordered by triage, the primary first, symptoms attached to their cause."""
+
+    findings: tuple[Finding, ...]
+    unchecked: tuple[Unchecked, ...]
+    errors: tuple[str, ...] = ()
+
+    @property
+    def primary(self) -> Finding | None:
+        """The root cause to act on first."""
+        return self.findings[0] if self.findings else None
+
+    @property
+    def severity(self) -> str:
+        """The worst severity among findings ('ok' when none)."""
+        ranked = [f.rule.severity for f in self.findings]
+        ranked += [s.rule.severity for f in self.findings for s in f.symptoms]
+        return max(ranked, key=SEVERITY_ORDER.__getitem__, default="ok")
+
+
+def _number_text(value: float) -> str:
+    """16.0 -> '16', 0.95 -> '0.95'."""
+    return str(int(value)) if float(value).is_integer() else f"{value:.3g}"
+
+
+def reduce_value(value: float | dict[Labels, float], labels: Labels) -> float | None:
+    """One number from an evidence value: the finding's own element when there is one."""
+    if isinstance(value, float):
+        number: float | None = value
+    elif labels in value:
+        number = value[labels]
+    elif len(value) == 1:
+        number = next(iter(value.values()))
+    else:
+        number = max(value.values(), default=None)
+    return None if number is None or math.isnan(number) else number
+
+
+class _Formatter(string.Formatter):
+    """Formats diagnosis text; unknown evidence prints as 'unknown'."""
+
+    def format_field(self, value: object, format_spec: str) -> str:
+        if value is None:
+            return "unknown"
+        return str(super().format_field(value, format_spec))
+
+
+@dataclass
+class Engine:
+    """Evaluates a rule set repeatedly; remembers since when each condition holds."""
+
+    rules: list[Rule]
+    active_since: dict[tuple[str, str], dict[Labels, float]] = field(default_factory=dict)
+    """Per (target, rule id): since when the condition has held, per label set."""
+
+    def evaluate(
+        self, store: Store, target: str, now: float, config: Mapping[str, float | None]
+    ) -> Triage:
+        """All per-server rules for one target at `now`, triaged."""
+        rules = [rule for rule in self.rules if rule.scope == "target"]
+        return self._evaluate(rules, Context(store, target, now, config))
+
+    def evaluate_fleet(self, store: Store, now: float) -> Triage:
+        """The fleet-scope rules over every server in the store (findings keyed by instance)."""
+        rules = [rule for rule in self.rules if rule.scope == "fleet"]
+        return self._evaluate(rules, Context(store, FLEET, now))
+
+    def _evaluate(self, rules: list[Rule], context: Context) -> Triage:
+        """Evaluate rules in one context and triage what holds."""
+        findings: list[Finding] = []
+        unchecked: list[Unchecked] = []
+        errors: list[str] = []
+        for rule in rules:
+            try:
+                findings.extend(self._rule_findings(rule, context))
+            except UnknownValueError as missing:
+                unchecked.append(Unchecked(rule, (missing.name,), _how_to_know(missing.name)))
+            except EvaluationError as problem:
+                errors.append(f"{rule.path}:{rule.line}: rule {rule.id}: {problem}")
+        fired = {finding.rule.id for finding in findings}
+        findings = [f for f in findings if not fired.intersection(f.rule.unless_found)]
+        return Triage(tuple(triage(findings)), tuple(unchecked), tuple(errors))
+
+    def _rule_findings(self, rule: Rule, context: Context) -> list[Finding]:
+        """Findings of one rule whose condition has held for its `for` duration."""
+        value = evaluate(rule.expr, context)
+        holding: dict[Labels, float] = {}
+        if isinstance(value, dict):
+            holding = value
+        elif value and not math.isnan(value):
+            holding = {(): value}
+        before = self.active_since.get((context.target, rule.id), {})
+        since_by_labels = {labels: before.get(labels, context.now) for labels in holding}
+        self.active_since[(context.target, rule.id)] = since_by_labels
+        return [
+            self._finding(rule, labels, since, context)
+            for labels, since in since_by_labels.items()
+            if context.now - since >= rule.for_s
+        ]
+
+    def _finding(self, rule: Rule, labels: Labels, since: float, context: Context) -> Finding:
+        """Evidence, diagnosis and computed suggestions for a holding rule."""
+        evidence = {
+            name: _safe_value(expr, context, labels) for name, expr in rule.evidence.items()
+        }
+        diagnosis = _Formatter().format(rule.diagnosis, **evidence)
+        changes = tuple(
+            _change(s, context, labels) for s in rule.suggestions if _offered(s, context, labels)
+        )
+        return Finding(rule, labels, since, evidence, diagnosis, changes)
+
+
+def _offered(suggestion: Suggestion, context: Context, labels: Labels) -> bool:
+    """Whether a suggestion's `when` holds; one that cannot be evaluated is not offered."""
+    if suggestion.when is None:
+        return True
+    try:
+        value = evaluate(suggestion.when, context)
+    except EvaluationError:
+        return False
+    if isinstance(value, dict):
+        return labels in value or (len(value) == 1 and () in value)
+    return bool(value) and not math.isnan(value)
+
+
+def _safe_value(expr: Expr, context: Context, labels: Labels) -> float | None:
+    """An evidence value, None when it cannot be known."""
+    try:
+        return reduce_value(evaluate(expr, context), labels)
+    except EvaluationError:
+        return None
+
+
+def _missing_names(
+    expr: Expr | None, context: Context, labels: Labels
+) -> tuple[float | None, tuple[str, ...]]:
+    """Evaluate an optional expression, reporting the unknown config values it needed."""
+    if expr is None:
+        return None, ()
+    try:
+        return reduce_value(evaluate(expr, context), labels), ()
+    except UnknownValueError as missing:
+        return None, (missing.name,)
+    except EvaluationError:
+        return None, ()
+
+
+def _change(suggestion: Suggestion, context: Context, labels: Labels) -> ProposedChange:
+    """A suggestion with current and proposed values computed."""
+    current, missing_current = _missing_names(suggestion.current, context, labels)
+    proposed: float | str | None = suggestion.literal
+    missing: tuple[str, ...] = ()
+    if suggestion.proposed is not None:
+        proposed, missing = _missing_names(suggestion.proposed, context, labels)
+        if isinstance(proposed, float) and not math.isfinite(proposed):
+            proposed = None
+    return ProposedChange(
+        suggestion.flag,
+        current,
+        proposed,
+        suggestion.why,
+        suggestion.effect,
+        missing + missing_current,
+    )
+
+
+def _how_to_know(name: str) -> str:
+    """Which option would make a `vtop:` value known."""
+    setting = name.removeprefix("vtop:")
+    if setting.startswith("gpu_peak"):
+        return (
+            f"{name} is unknown: NVML gives the GPU model on the GPU host (vtop/core/gpu_peaks.py)"
+        )
+    flag = FLAG_NAMES.get(setting, setting)
+    return f"{name} ({flag}) is unknown: {HOW_TO_KNOW}"
+
+
+def _rank(finding: Finding) -> tuple[int, int, str]:
+    """Triage order: phase (queue, memory, compute, ...), then severity, then id."""
+    return (
+        PHASE_ORDER[finding.rule.phase],
+        -SEVERITY_ORDER[finding.rule.severity],
+        finding.rule.id,
+    )
+
+
+def triage(findings: list[Finding]) -> list[Finding]:
+    """Attach symptoms to the findings that explain them; order causes queue -> compute."""
+    by_id: dict[str, list[Finding]] = {}
+    for finding in findings:
+        by_id.setdefault(finding.rule.id, []).append(finding)
+    explained: set[str] = set()
+    for finding in findings:
+        if finding.rule.severity != "info":
+            explained.update(other for other in finding.rule.explains if other in by_id)
+    causes = [f for f in findings if f.rule.id not in explained]
+    attached = [
+        Finding(
+            c.rule,
+            c.labels,
+            c.since,
+            c.evidence,
+            c.diagnosis,
+            c.changes,
+            tuple(
+                s for other in c.rule.explains for s in by_id.get(other, []) if other in explained
+            ),
+        )
+        for c in causes
+    ]
+    actionable = sorted((f for f in attached if f.rule.severity != "info"), key=_rank)
+    notes = sorted((f for f in attached if f.rule.severity == "info"), key=_rank)
+    return actionable + notes

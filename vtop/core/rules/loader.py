@@ -1,0 +1,383 @@
+"""Load and validate rule files (YAML): every error names its file and line."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+import yaml
+
+from vtop.core.rules.promql.ast import Expr, selectors
+from vtop.core.rules.promql.parser import PromQLError, parse, parse_duration
+from vtop.core.rules.promql.printer import for_prometheus, to_text
+
+PHASES = ("queue", "memory", "compute", "latency", "config", "gpu", "streaming")
+SEVERITIES = ("info", "warning", "critical")
+SCOPES = ("target", "fleet")
+RULE_KEYS = {
+    "id",
+    "title",
+    "phase",
+    "severity",
+    "expr",
+    "for",
+    "scope",
+    "evidence",
+    "diagnosis",
+    "suggest",
+    "explains",
+    "unless_found",
+    "source",
+}
+SUGGESTION_KEYS = {"flag", "when", "current", "proposed", "set", "why", "effect"}
+
+
+def _packaged_rules_dir() -> Path:
+    """The shipped rules: the top-level rules/ of a checkout, or vtop/rules in an install."""
+    checkout = Path(__file__).resolve().parents[3] / "rules"
+    if (checkout / "queue.yaml").is_file():
+        return checkout
+    return Path(__file__).resolve().parents[2] / "rules"
+
+
+PACKAGED = _packaged_rules_dir()
+
+
+class RuleError(ValueError):
+    """A problem in a rule file, located by file and line."""
+
+    def __init__(self, path: Path | str, line: int, message: str) -> None:
+        super().__init__(f"{path}:{line}: {message}")
+        self.path, self.line, self.message = str(path), line, message
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    """A proposed `vllm serve` change: a flag with a computed value, or a literal flag to set."""
+
+    flag: str
+    why: str
+    effect: str = ""
+    current: Expr | None = None
+    proposed: Expr | None = None
+    literal: str | None = None
+    when: Expr | None = None
+    """Offered only where this holds (e.g. which setting sizes the KV pool on this server)."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One triage rule."""
+
+    id: str
+    title: str
+    phase: str
+    severity: str
+    expr: Expr
+    expr_text: str
+    for_s: float
+    diagnosis: str
+    evidence: dict[str, Expr] = field(default_factory=dict)
+    suggestions: tuple[Suggestion, ...] = ()
+    explains: tuple[str, ...] = ()
+    source: str = ""
+    path: str = ""
+    line: int = 0
+    scope: str = "target"
+    """`target`: evaluated per server; `fleet`: once over all servers, by `instance`."""
+    unless_found: tuple[str, ...] = ()
+    """Dropped when any of these rules holds: a finding for what the others leave unexplained."""
+
+    @cached_property
+    def settings(self) -> frozenset[str]:
+        """The `vtop:` settings (without the prefix) the rule's expressions read."""
+        exprs = [self.expr, *self.evidence.values()]
+        for suggestion in self.suggestions:
+            exprs += [e for e in (suggestion.current, suggestion.proposed, suggestion.when) if e]
+        return frozenset(
+            selector.name.removeprefix("vtop:")
+            for expr in exprs
+            for selector in selectors(expr)
+            if selector.name.startswith("vtop:")
+        )
+
+    def prometheus_expr(self) -> str | None:
+        """The condition as a Prometheus server can evaluate it; None when it needs vtop's data."""
+        exportable = for_prometheus(self.expr)
+        if exportable is None:
+            return None
+        return " ".join(self.expr_text.split()) if exportable == self.expr else to_text(exportable)
+
+
+class _Located:
+    """Helpers bound to one file: errors carry its path and a node's line."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = path
+        self.errors: list[RuleError] = []
+
+    def error(self, node: yaml.Node, message: str) -> None:
+        self.errors.append(RuleError(self.path, node.start_mark.line + 1, message))
+
+    def expr(self, node: yaml.Node, label: str) -> Expr | None:
+        """Parse a PromQL node; on error record it at the node's line."""
+        if not isinstance(node, yaml.ScalarNode):
+            self.error(node, f"{label} must be a PromQL string")
+            return None
+        try:
+            return parse(str(node.value))
+        except PromQLError as problem:
+            self.error(node, f"{label}: {problem}")
+            return None
+
+
+def _mapping(node: yaml.Node) -> dict[str, yaml.Node]:
+    """A mapping node's items by key."""
+    assert isinstance(node, yaml.MappingNode)
+    return {str(key.value): value for key, value in node.value}
+
+
+def _text(node: yaml.Node | None) -> str:
+    return "" if node is None or not isinstance(node, yaml.ScalarNode) else str(node.value)
+
+
+def load_rule_file(path: Path, text: str | None = None) -> list[Rule]:
+    """Parse and validate one rule file; raise RuleFileError listing every problem."""
+    located = _Located(path)
+    try:
+        root = yaml.compose(read_text_file(path) if text is None else text)
+    except yaml.YAMLError as problem:
+        mark = getattr(problem, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else 1
+        raise RuleFileError([RuleError(path, line, f"invalid YAML: {problem}")]) from None
+    rules = _rules(root, located)
+    if located.errors:
+        raise RuleFileError(located.errors)
+    return rules
+
+
+def _rules(root: yaml.Node | None, located: _Located) -> list[Rule]:
+    """The `rules:` list of a file."""
+    if not isinstance(root, yaml.MappingNode) or "rules" not in _mapping(root):
+        located.errors.append(RuleError(located.path, 1, "expected a mapping with a 'rules' list"))
+        return []
+    items = _mapping(root)["rules"]
+    if not isinstance(items, yaml.SequenceNode):
+        located.error(items, "'rules' must be a list")
+        return []
+    return [rule for node in items.value if (rule := _rule(node, located)) is not None]
+
+
+def _rule(node: yaml.Node, located: _Located) -> Rule | None:
+    """One rule, or None after recording its errors."""
+    if not isinstance(node, yaml.MappingNode):
+        located.error(node, "a rule must be a mapping")
+        return None
+    fields = _mapping(node)
+    before = len(located.errors)
+    if not _has_required_keys(node, fields, located):
+        return None
+    rule_id = _text(fields["id"])
+    _check_choice(fields["phase"], PHASES, "phase", located)
+    _check_choice(fields["severity"], SEVERITIES, "severity", located)
+    if "scope" in fields:
+        _check_choice(fields["scope"], SCOPES, "scope", located)
+    expr = located.expr(fields["expr"], f"rule {rule_id} expr")
+    for_s = _duration(fields.get("for"), located)
+    evidence = _evidence(fields.get("evidence"), located, rule_id)
+    suggestions = _suggestions(fields.get("suggest"), located, rule_id)
+    _check_placeholders(fields["diagnosis"], evidence, located)
+    if expr is None or len(located.errors) > before:
+        return None
+    return Rule(
+        id=rule_id,
+        title=_text(fields["title"]),
+        phase=_text(fields["phase"]),
+        severity=_text(fields["severity"]),
+        expr=expr,
+        expr_text=_text(fields["expr"]).strip(),
+        for_s=for_s,
+        diagnosis=" ".join(_text(fields["diagnosis"]).split()),
+        evidence=evidence,
+        suggestions=suggestions,
+        explains=tuple(_strings(fields.get("explains"), located, "explains")),
+        source=_text(fields.get("source")),
+        path=str(located.path),
+        line=node.start_mark.line + 1,
+        scope=_text(fields.get("scope")) or "target",
+        unless_found=tuple(_strings(fields.get("unless_found"), located, "unless_found")),
+    )
+
+
+def _has_required_keys(node: yaml.Node, fields: dict[str, yaml.Node], located: _Located) -> bool:
+    """Report unknown and missing keys; False when a required one is missing."""
+    for key in sorted(fields.keys() - RULE_KEYS):
+        located.error(fields[key], f"unknown key {key!r}")
+    missing = [
+        k for k in ("id", "title", "phase", "severity", "expr", "diagnosis") if k not in fields
+    ]
+    for key in missing:
+        located.error(node, f"rule is missing {key!r}")
+    return not missing
+
+
+def _check_choice(node: yaml.Node, choices: tuple[str, ...], label: str, located: _Located) -> None:
+    if _text(node) not in choices:
+        located.error(node, f"{label} must be one of {', '.join(choices)}")
+
+
+def _duration(node: yaml.Node | None, located: _Located) -> float:
+    """The `for` duration in seconds (0 when absent)."""
+    if node is None:
+        return 0.0
+    try:
+        return parse_duration(_text(node))
+    except PromQLError:
+        located.error(node, f"bad duration {_text(node)!r} (use e.g. 30s, 2m)")
+        return 0.0
+
+
+def _evidence(node: yaml.Node | None, located: _Located, rule_id: str) -> dict[str, Expr]:
+    """Named evidence expressions."""
+    if node is None:
+        return {}
+    if not isinstance(node, yaml.MappingNode):
+        located.error(node, "evidence must be a mapping of name: expression")
+        return {}
+    found: dict[str, Expr] = {}
+    for name, value in _mapping(node).items():
+        expr = located.expr(value, f"rule {rule_id} evidence {name!r}")
+        if expr is not None:
+            found[name] = expr
+    return found
+
+
+def _suggestions(node: yaml.Node | None, located: _Located, rule_id: str) -> tuple[Suggestion, ...]:
+    """The `suggest:` list."""
+    if node is None:
+        return ()
+    if not isinstance(node, yaml.SequenceNode):
+        located.error(node, "suggest must be a list")
+        return ()
+    found = []
+    for item in node.value:
+        suggestion = _suggestion(item, located, rule_id)
+        if suggestion is not None:
+            found.append(suggestion)
+    return tuple(found)
+
+
+def _suggestion(node: yaml.Node, located: _Located, rule_id: str) -> Suggestion | None:
+    """One suggestion: flag + proposed expression, or a literal `set`."""
+    if not isinstance(node, yaml.MappingNode):
+        located.error(node, "a suggestion must be a mapping")
+        return None
+    fields = _mapping(node)
+    for key in sorted(fields.keys() - SUGGESTION_KEYS):
+        located.error(fields[key], f"unknown suggestion key {key!r}")
+    if "flag" not in fields or "why" not in fields:
+        located.error(node, "a suggestion needs 'flag' and 'why'")
+        return None
+    if ("proposed" in fields) == ("set" in fields):
+        located.error(node, "a suggestion needs exactly one of 'proposed' (expression) or 'set'")
+        return None
+    label = f"rule {rule_id} suggestion {_text(fields['flag'])}"
+    return Suggestion(
+        flag=_text(fields["flag"]),
+        why=" ".join(_text(fields["why"]).split()),
+        effect=" ".join(_text(fields.get("effect")).split()),
+        current=located.expr(fields["current"], label + " current")
+        if "current" in fields
+        else None,
+        proposed=located.expr(fields["proposed"], label + " proposed")
+        if "proposed" in fields
+        else None,
+        literal=_text(fields["set"]) if "set" in fields else None,
+        when=located.expr(fields["when"], label + " when") if "when" in fields else None,
+    )
+
+
+PLACEHOLDER = re.compile(r"\{(\w+)(?::[^}]*)?\}")
+
+
+def _check_placeholders(node: yaml.Node, evidence: dict[str, Expr], located: _Located) -> None:
+    """Every {name} in the diagnosis must be an evidence name."""
+    for name in PLACEHOLDER.findall(_text(node)):
+        if name not in evidence:
+            located.error(node, f"diagnosis uses {{{name}}} but evidence has no {name!r}")
+
+
+def _strings(node: yaml.Node | None, located: _Located, key: str) -> list[str]:
+    if node is None:
+        return []
+    if not isinstance(node, yaml.SequenceNode):
+        located.error(node, f"{key} must be a list of rule ids")
+        return []
+    return [_text(item) for item in node.value]
+
+
+class RuleFileError(ValueError):
+    """One or more problems in rule files."""
+
+    def __init__(self, errors: list[RuleError]) -> None:
+        super().__init__("\n".join(str(e) for e in errors))
+        self.errors = errors
+
+
+def rule_files(directory: Path) -> list[Path]:
+    """Rule files in a directory (not its tests/)."""
+    return sorted(p for p in directory.glob("*.yaml") if p.is_file())
+
+
+def read_text_file(path: Path) -> str:
+    """A rule or test file's text; RuleFileError (naming the file) when it cannot be read."""
+    try:
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = path.read_bytes()[: error.start].count(b"\n") + 1
+        raise RuleFileError([RuleError(path, line, f"not UTF-8 text ({error.reason})")]) from None
+    except OSError as error:
+        raise RuleFileError(
+            [RuleError(path, 1, f"cannot read: {error.strerror or error}")]
+        ) from None
+
+
+def load_rules(directories: Iterable[Path] = (PACKAGED,)) -> list[Rule]:
+    """Rules from directories in order; a rule in a later directory with the same id overrides
+    an earlier one (user rules over the shipped ones); the same id twice in one directory is an
+    error naming both places."""
+    by_id: dict[str, Rule] = {}
+    errors: list[RuleError] = []
+    for directory in directories:
+        here: dict[str, Rule] = {}
+        for path in rule_files(directory):
+            try:
+                for rule in load_rule_file(path):
+                    if rule.id in here:
+                        first = here[rule.id]
+                        message = (
+                            f"duplicate rule id {rule.id!r} (also at {first.path}:{first.line})"
+                        )
+                        errors.append(RuleError(rule.path, rule.line, message))
+                    here[rule.id] = by_id[rule.id] = rule
+            except RuleFileError as problem:
+                errors.extend(problem.errors)
+    errors.extend(_cross_check(list(by_id.values())))
+    if errors:
+        raise RuleFileError(errors)
+    return list(by_id.values())
+
+
+def _cross_check(rules: list[Rule]) -> list[RuleError]:
+    """Checks across files: `explains` and `unless_found` must name known rules."""
+    known = {rule.id for rule in rules}
+    return [
+        RuleError(rule.path, rule.line, f"rule {rule.id} {key} unknown rule {other!r}")
+        for rule in rules
+        for key, others in (("explains", rule.explains), ("unless_found", rule.unless_found))
+        for other in others
+        if other not in known
+    ]

@@ -1,0 +1,305 @@
+"""Recursive-descent parser for vtop's PromQL subset (written by hand: no maintained Python
+PromQL parser exists, and rules must stay exportable to a real Prometheus)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from vtop.core.rules.promql.ast import (
+    Aggregate,
+    Binary,
+    Call,
+    Expr,
+    Matcher,
+    Negate,
+    Number,
+    Selector,
+)
+
+AGGREGATIONS = frozenset({"sum", "min", "max", "avg", "count"})
+RANGE_FUNCTIONS = frozenset(
+    {
+        "rate",
+        "increase",
+        "avg_over_time",
+        "min_over_time",
+        "max_over_time",
+        "sum_over_time",
+        "count_over_time",
+        "last_over_time",
+        "delta",
+    }
+)
+INSTANT_FUNCTIONS = frozenset(
+    {
+        "histogram_quantile",
+        "abs",
+        "floor",
+        "ceil",
+        "round",
+        "clamp_min",
+        "clamp_max",
+        "clamp",
+        "scalar",
+        "vector",
+        "absent",
+        "sqrt",
+    }
+)
+FUNCTIONS = RANGE_FUNCTIONS | INSTANT_FUNCTIONS
+PRECEDENCE: list[frozenset[str]] = [
+    frozenset({"or"}),
+    frozenset({"and", "unless"}),
+    frozenset({"==", "!=", ">", "<", ">=", "<="}),
+    frozenset({"+", "-"}),
+    frozenset({"*", "/", "%"}),
+    frozenset({"^"}),
+]
+DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+TOKEN = re.compile(
+    r"""\s*(?:
+    (?P<duration>(?:\d+(?:ms|s|m|h|d|w))+(?![a-zA-Z0-9_:]))
+  | (?P<number>(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?(?![a-zA-Z0-9_:.])|0x[0-9a-fA-F]+|[Ii]nf|NaN)
+  | (?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)
+  | (?P<string>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')
+  | (?P<op>=~|!~|==|!=|>=|<=|[-+*/%^(){}\[\],=<>])
+    )""",
+    re.VERBOSE,
+)
+
+
+class PromQLError(ValueError):
+    """A syntax or semantic error, with the character position it was found at."""
+
+    def __init__(self, message: str, position: int) -> None:
+        super().__init__(f"{message} (at character {position})")
+        self.position = position
+
+
+@dataclass(frozen=True)
+class Token:
+    """One lexical token."""
+
+    kind: str
+    text: str
+    position: int
+
+
+def tokenize(source: str) -> list[Token]:
+    """Split an expression into tokens."""
+    tokens: list[Token] = []
+    position = 0
+    while position < len(source):
+        if source[position:].strip() == "":
+            break
+        match = TOKEN.match(source, position)
+        if match is None or match.lastgroup is None:
+            raise PromQLError(f"unexpected character {source[position]!r}", position)
+        start = match.start(match.lastgroup)
+        tokens.append(Token(match.lastgroup, match.group(match.lastgroup), start))
+        position = match.end()
+    tokens.append(Token("end", "", len(source)))
+    return tokens
+
+
+def parse_duration(text: str, position: int = 0) -> float:
+    """'5m', '1h30m', '500ms' -> seconds."""
+    total = 0.0
+    for amount, unit in re.findall(r"(\d+)(ms|s|m|h|d|w)", text):
+        total += int(amount) * DURATION_UNITS[unit]
+    if total <= 0:
+        raise PromQLError(f"bad duration {text!r}", position)
+    return total
+
+
+def unquote(text: str) -> str:
+    """A PromQL string literal's value."""
+    body = text[1:-1]
+    return re.sub(r"\\(.)", lambda m: {"n": "\n", "t": "\t"}.get(m.group(1), m.group(1)), body)
+
+
+class Parser:
+    """Parses one expression."""
+
+    def __init__(self, source: str) -> None:
+        self.tokens = tokenize(source)
+        self.index = 0
+
+    @property
+    def current(self) -> Token:
+        return self.tokens[self.index]
+
+    def take(self, text: str | None = None, kind: str | None = None) -> Token:
+        """Consume the current token, checking its text or kind."""
+        token = self.current
+        if (text is not None and token.text != text) or (kind is not None and token.kind != kind):
+            wanted = text or kind
+            raise PromQLError(f"expected {wanted!r}, found {token.text or 'end'!r}", token.position)
+        self.index += 1
+        return token
+
+    def accept(self, text: str) -> bool:
+        """Consume the current token if it is `text`."""
+        if self.current.text == text and self.current.kind in ("op", "name"):
+            self.index += 1
+            return True
+        return False
+
+    def parse(self) -> Expr:
+        """The whole input as one expression."""
+        expr = self.binary(0)
+        if self.current.kind != "end":
+            raise PromQLError(f"unexpected {self.current.text!r}", self.current.position)
+        return expr
+
+    def binary(self, level: int) -> Expr:
+        """Binary operators by precedence (all left-associative except ^)."""
+        if level == len(PRECEDENCE):
+            return self.unary()
+        left = self.binary(level + 1)
+        while self.current.text in PRECEDENCE[level] and self.current.kind in ("op", "name"):
+            op = self.take().text
+            return_bool = self.accept("bool")
+            on, ignoring = self.matching()
+            group_left = (on is not None or bool(ignoring)) and self.accept("group_left")
+            right = self.binary(level if op == "^" else level + 1)
+            left = Binary(op, left, right, return_bool, on, ignoring, group_left)
+        return left
+
+    def matching(self) -> tuple[tuple[str, ...] | None, tuple[str, ...]]:
+        """Optional `on(...)` / `ignoring(...)` after a binary operator."""
+        if self.accept("on"):
+            return self.label_list(), ()
+        if self.accept("ignoring"):
+            return None, self.label_list()
+        return None, ()
+
+    def unary(self) -> Expr:
+        """Unary minus/plus, then a primary."""
+        if self.accept("-"):
+            return Negate(self.unary())
+        self.accept("+")
+        return self.primary()
+
+    def primary(self) -> Expr:
+        """Number, parenthesised expression, function call, aggregation or selector."""
+        token = self.current
+        if token.kind == "number":
+            self.index += 1
+            return Number(
+                float(int(token.text, 16)) if token.text.startswith("0x") else float(token.text)
+            )
+        if self.accept("("):
+            expr = self.binary(0)
+            self.take(")")
+            return expr
+        if token.kind == "name" and token.text in AGGREGATIONS:
+            return self.aggregate()
+        if token.kind == "name" and self.tokens[self.index + 1].text == "(":
+            return self.call()
+        if token.kind == "name" or token.text == "{":
+            return self.selector()
+        raise PromQLError(f"unexpected {token.text or 'end'!r}", token.position)
+
+    def call(self) -> Call:
+        """function(args...)."""
+        name = self.take(kind="name")
+        if name.text not in FUNCTIONS:
+            raise PromQLError(f"unsupported function {name.text!r}", name.position)
+        self.take("(")
+        args: list[Expr] = []
+        if not self.accept(")"):
+            args.append(self.binary(0))
+            while self.accept(","):
+                args.append(self.binary(0))
+            self.take(")")
+        if name.text in RANGE_FUNCTIONS and not (
+            len(args) == 1 and isinstance(args[0], Selector) and args[0].range_s is not None
+        ):
+            raise PromQLError(f"{name.text}() takes one range selector like x[5m]", name.position)
+        return Call(name.text, tuple(args))
+
+    def aggregate(self) -> Aggregate:
+        """sum by (a) (expr), sum (expr) by (a), or without."""
+        op = self.take(kind="name").text
+        labels, without = self.grouping()
+        self.take("(")
+        expr = self.binary(0)
+        self.take(")")
+        if not labels and not without:
+            labels, without = self.grouping()
+        return Aggregate(op, expr, labels, without)
+
+    def grouping(self) -> tuple[tuple[str, ...], bool]:
+        """Optional `by (...)` or `without (...)`."""
+        if self.accept("by"):
+            return self.label_list(), False
+        if self.accept("without"):
+            return self.label_list(), True
+        return (), False
+
+    def label_list(self) -> tuple[str, ...]:
+        """(a, b, c)."""
+        self.take("(")
+        labels: list[str] = []
+        while not self.accept(")"):
+            labels.append(self.take(kind="name").text)
+            if not self.accept(","):
+                self.take(")")
+                break
+        return tuple(labels)
+
+    def selector(self) -> Selector:
+        """name{matchers}[range] offset d."""
+        start = self.current.position
+        name = self.take(kind="name").text if self.current.kind == "name" else ""
+        matchers: list[Matcher] = []
+        if self.accept("{"):
+            while not self.accept("}"):
+                matchers.append(self.matcher())
+                if not self.accept(","):
+                    self.take("}")
+                    break
+        name = name or next((m.value for m in matchers if m.label == "__name__"), "")
+        if not name:
+            raise PromQLError("a selector needs a metric name", start)
+        range_s = self.range_suffix()
+        offset_s = parse_duration(self.take(kind="duration").text) if self.accept("offset") else 0.0
+        return Selector(
+            name, tuple(m for m in matchers if m.label != "__name__"), range_s, offset_s
+        )
+
+    def matcher(self) -> Matcher:
+        """label op "value"."""
+        label = self.take(kind="name").text
+        op = self.take(kind="op").text
+        if op not in ("=", "!=", "=~", "!~"):
+            raise PromQLError(f"bad label matcher operator {op!r}", self.current.position)
+        value = unquote(self.take(kind="string").text)
+        if op in ("=~", "!~"):
+            try:
+                re.compile(value)
+            except re.error as error:
+                raise PromQLError(f"bad regex {value!r}: {error}", self.current.position) from None
+        return Matcher(label, op, value)
+
+    def range_suffix(self) -> float | None:
+        """Optional [5m]."""
+        if not self.accept("["):
+            return None
+        token = self.current
+        if token.kind not in ("duration", "number"):
+            raise PromQLError("expected a duration like 5m", token.position)
+        self.index += 1
+        self.take("]")
+        return (
+            parse_duration(token.text, token.position)
+            if token.kind == "duration"
+            else float(token.text)
+        )
+
+
+def parse(source: str) -> Expr:
+    """Parse a PromQL-subset expression; PromQLError names the position of a mistake."""
+    return Parser(source).parse()

@@ -1,0 +1,238 @@
+"""One-shot triage: sample a target for a window, run the rule engine every tick, report."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+
+from vtop.core.config.effective_config import DiagnoseOptions as DiagnoseOptions
+from vtop.core.config.server_config import ServerConfig
+from vtop.core.frame import Frame, ScrapeStatus, TargetScrape
+from vtop.core.ingest.feeds import Feed, LiveFeed, sample
+from vtop.core.ingest.quality import Defect
+from vtop.core.ingest.sources.nvml import NvmlSource
+from vtop.core.ingest.sources.prometheus import PrometheusClient, PrometheusError, history_frames
+from vtop.core.ingest.sources.vllm_http import ScrapeOptions, VllmHttpSource
+from vtop.core.rules.engine import Triage, Unchecked
+from vtop.core.rules.loader import Rule
+from vtop.core.rules.promql.ast import selectors
+from vtop.core.session.session import FLEET_TARGET, Session, alternation_text
+from vtop.core.session.summary import TargetSummary, summarize
+from vtop.core.store.store import Store
+
+EXIT_OK, EXIT_WARNING, EXIT_CRITICAL, EXIT_UNKNOWN = 0, 1, 2, 3
+EXIT_BY_SEVERITY = {
+    "ok": EXIT_OK,
+    "info": EXIT_OK,
+    "warning": EXIT_WARNING,
+    "critical": EXIT_CRITICAL,
+}
+
+
+@dataclass
+class Diagnosis:
+    """The outcome: a triage, or the reason there is none."""
+
+    target: str
+    time: float
+    window_s: float
+    triage: Triage | None
+    config: ServerConfig
+    summary: TargetSummary | None
+    reason: str | None = None
+    events: list[str] = field(default_factory=list)
+    data_quality: list[Defect] = field(default_factory=list)
+    """What the endpoint exposed that no vLLM can, during the window (distinct, in order)."""
+
+    @property
+    def verdict(self) -> str:
+        """critical, warning, ok, or unknown (could not diagnose); bad data is never ok."""
+        if self.triage is None:
+            return "unknown"
+        severity = self.triage.severity
+        if severity in ("ok", "info"):
+            return "warning" if self.data_quality else "ok"
+        return severity
+
+    @property
+    def exit_code(self) -> int:
+        """0 healthy, 1 warning (or bad data), 2 critical, 3 could not diagnose."""
+        if self.triage is None:
+            return EXIT_UNKNOWN
+        code = EXIT_BY_SEVERITY[self.triage.severity]
+        return max(code, EXIT_WARNING) if self.data_quality else code
+
+
+def had_traffic(store: Store, target: str, now: float, window: float) -> bool:
+    """True when requests ran, waited, or tokens were produced during the window."""
+    only = {"instance": target}
+    for name in ("vllm:num_requests_running", "vllm:num_requests_waiting"):
+        if any((store.max_over_time(s, now, window) or 0) > 0 for s in store.select(name, only)):
+            return True
+    grown = store.sum_by(store.increase, "vllm:generation_tokens_total", now, window, only)
+    return any(value > 0 for value in grown.values())
+
+
+async def diagnose_url(
+    url: str, rules: list[Rule], options: DiagnoseOptions, scrape_options: ScrapeOptions
+) -> Diagnosis:
+    """Sample one live server for the window and triage it."""
+    nvml = NvmlSource() if options.read_gpus else None
+    feed = LiveFeed([VllmHttpSource(url, scrape_options)], nvml, options.interval_s)
+    return await diagnose_feed(feed, rules, options)
+
+
+async def diagnose_feed(feed: Feed, rules: list[Rule], options: DiagnoseOptions) -> Diagnosis:
+    """A feed read for the window (closed after), then triaged like the dashboard would."""
+    try:
+        frames = [frame async for frame in sample(feed, options.window_s)]
+    finally:
+        await feed.close()
+    target = next((s.target for f in frames for s in f.scrapes), "unknown")
+    return diagnose_frames(target, frames, rules, options)
+
+
+async def diagnose_prometheus(
+    url: str,
+    since_s: float,
+    step_s: float,
+    rules: list[Rule],
+    options: DiagnoseOptions,
+    scrape_options: ScrapeOptions,
+    now: float,
+) -> FleetDiagnosis:
+    """Triage the window [now - since, now] of every vLLM server a Prometheus server scrapes."""
+    client = PrometheusClient(url, scrape_options)
+    try:
+        frames = await history_frames(client, now - since_s, now, step_s)
+    finally:
+        await client.close()
+    if not frames:
+        raise PrometheusError(f"{url}: no vLLM series (vllm:*) in the last {since_s:.0f} s")
+    return diagnose_fleet(frames, rules, options)
+
+
+def diagnose_frames(
+    target: str, frames: list[Frame], rules: list[Rule], options: DiagnoseOptions
+) -> Diagnosis:
+    """Triage recorded or freshly sampled frames (the same code as the dashboard)."""
+    return _target_diagnosis(judged_window(frames, rules, options), target, frames)
+
+
+def judged_window(frames: list[Frame], rules: list[Rule], options: DiagnoseOptions) -> Session:
+    """A session that ingested the frames, knowing from the first frame what the whole window
+    lets vtop infer (a one-shot triage judges the window as a whole; live, an inference
+    arrives only once the window behind it has been seen)."""
+    first = Session(rules, options)
+    for frame in frames:
+        first.ingest(frame)
+    inferred = {t: v.inferences.settings for t, v in first.targets.items() if v.inferences.settings}
+    if not inferred:
+        return first
+    session = Session(rules, options, seeded=inferred)
+    for frame in frames:
+        session.ingest(frame)
+    return session
+
+
+@dataclass
+class FleetDiagnosis:
+    """Every server's diagnosis plus the fleet-scope findings (imbalance)."""
+
+    servers: list[Diagnosis]
+    fleet: Triage | None
+    events: list[str] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        """The worst of the servers' and the fleet's (3 when no server could be diagnosed)."""
+        if not self.servers or all(d.triage is None for d in self.servers):
+            return EXIT_UNKNOWN
+        codes = [d.exit_code for d in self.servers if d.triage is not None]
+        codes.append(EXIT_BY_SEVERITY[self.fleet.severity] if self.fleet else EXIT_OK)
+        return max(codes)
+
+
+def diagnose_fleet(
+    frames: list[Frame], rules: list[Rule], options: DiagnoseOptions
+) -> FleetDiagnosis:
+    """Triage every server in the frames, and the fleet rules across them."""
+    session = judged_window(frames, rules, options)
+    servers = [_target_diagnosis(session, target, frames) for target in session.targets]
+    events = [f"{m.kind}: {m.text}" for m in session.marks if m.target == FLEET_TARGET]
+    return FleetDiagnosis(servers, session.fleet.triage, events)
+
+
+def _target_diagnosis(session: Session, target: str, frames: list[Frame]) -> Diagnosis:
+    """One target's diagnosis at the last frame of a session that ingested `frames`."""
+    view = session.target(target)
+    now = frames[-1].timestamp
+    window = now - frames[0].timestamp
+    events = [f"{m.kind}: {m.text}" for m in session.marks if m.target == target]
+    diagnosis = Diagnosis(target, now, window, view.triage, view.config, None, events=events)
+    diagnosis.data_quality = list(
+        {(d.kind, d.line): d for _, d in reversed(view.defects)}.values()
+    )[::-1]
+    reason = _no_diagnosis_reason(session.store, target, now, window, view.last_scrape)
+    if reason is not None:
+        diagnosis.triage, diagnosis.reason = None, reason
+    else:
+        diagnosis.summary = summarize(session.store, target, now, window)
+        if view.triage is not None:
+            diagnosis.triage = with_short_windows(
+                view.triage, session.engine.rules, session.store, target, window
+            )
+    return diagnosis
+
+
+def with_short_windows(
+    triage: Triage, rules: list[Rule], store: Store, target: str, window: float
+) -> Triage:
+    """The triage plus, under NOT CHECKED, every rule whose inputs exist but whose `for:` is
+    longer than the window sampled: it could not have fired, which is not the same as ok."""
+    seen = {f.rule.id for f in triage.findings} | {u.rule.id for u in triage.unchecked}
+    seen |= {s.rule.id for f in triage.findings for s in f.symptoms}
+    short = [
+        Unchecked(rule, (), _window_needed(rule.for_s, window))
+        for rule in rules
+        if rule.scope == "target"
+        and rule.id not in seen
+        and rule.for_s > window
+        and _has_inputs(rule, store, target)
+    ]
+    return dataclasses.replace(triage, unchecked=(*triage.unchecked, *short))
+
+
+def _window_needed(for_s: float, window: float) -> str:
+    """How to let a rule with a long `for:` be judged."""
+    needed = math.ceil(for_s + 5)
+    return (
+        f"holds only after {for_s:.0f} s (its for:) and the window was {window:.0f} s: "
+        f"use --window {needed}"
+    )
+
+
+def _has_inputs(rule: Rule, store: Store, target: str) -> bool:
+    """True when some series the rule's condition reads exists for the target."""
+    names = {s.name for s in selectors(rule.expr) if not s.name.startswith("vtop:")}
+    local = {"instance": target}
+    return any(store.select(name, None if name.startswith("nvml:") else local) for name in names)
+
+
+def _no_diagnosis_reason(
+    store: Store, target: str, now: float, window: float, scrape: TargetScrape | None
+) -> str | None:
+    """Why there can be no diagnosis: unreachable, not vLLM, or no traffic."""
+    if store.target_last_ok(target) is None:
+        if scrape is None:
+            return "no scrape was taken"
+        if scrape.status is ScrapeStatus.NOT_VLLM:
+            return f"not a vLLM endpoint: {scrape.error}"
+        return f"{scrape.status.value}: {scrape.error}"
+    processes = store.alternating(target, now, window + 1)
+    if processes:
+        return alternation_text(processes)
+    if not had_traffic(store, target, now, window):
+        return "no traffic during the window: nothing ran, waited or was generated"
+    return None

@@ -1,0 +1,212 @@
+"""The fleet view: one row per server, per-engine splits, and fleet-wide figures.
+
+Fleet-wide and per-engine figures come from the store with label matchers, so histograms are
+merged by adding buckets (quantiles of the merged distribution, never averaged quantiles).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from vtop.core.frame import EventKind, ScrapeStatus
+from vtop.core.rules.engine import Finding
+from vtop.core.session.session import Session, TargetState
+from vtop.core.session.summary import TargetSummary, merged_ttft, summarize
+
+STALE_AFTER_S = 5.0
+LIVE = ("live", "restarted")
+RESTART_SHOWN_S = 60.0
+SORT_KEYS = ("target", "state", "running", "waiting", "kv", "preempt", "ttft", "gen", "finding")
+
+
+def last_restart(session: Session, target: str) -> float | None:
+    """When the target last restarted (None if not seen)."""
+    times = [
+        m.timestamp for m in session.marks if m.kind == EventKind.RESTART and m.target == target
+    ]
+    return max(times, default=None)
+
+
+def target_state(view: TargetState, now: float, restarted_at: float | None) -> str:
+    """live / stale / unreachable / http error / not vLLM / restarted."""
+    scrape = view.last_scrape
+    if scrape is None:
+        return "connecting"
+    if not scrape.ok:
+        return "not vLLM" if scrape.status is ScrapeStatus.NOT_VLLM else scrape.status.value
+    if view.last_timestamp is not None and now - view.last_timestamp > STALE_AFTER_S:
+        return "stale"
+    if restarted_at is not None and now - restarted_at < RESTART_SHOWN_S:
+        return "restarted"
+    return "live"
+
+
+def label_values(session: Session, target: str, key: str) -> list[str]:
+    """Distinct values of a label on the running-requests series of the target's last good
+    scrape (so a server that went down keeps its model name)."""
+    store = session.store
+    last_ok = store.target_last_ok(target)
+    found = {
+        series.label(key)
+        for series in store.select("vllm:num_requests_running", {"instance": target})
+        if (seen := store.last_known(series)) is not None and seen[0] == last_ok
+    }
+    return sorted(value for value in found if value is not None)
+
+
+@dataclass(frozen=True)
+class FleetRow:
+    """One server in the fleet table."""
+
+    target: str
+    state: str
+    model: str
+    engines: int
+    summary: TargetSummary | None
+    finding: str
+    """The primary finding ('B1 uneven load ...') or '' when there is none."""
+    severity: str
+
+
+def fleet_rows(session: Session, now: float) -> list[FleetRow]:
+    """A row per server the session has seen, with fleet findings naming their instance."""
+    fleet_findings = _fleet_findings_by_target(session)
+    restarts = _last_restarts(session)
+    return [
+        _row(session, view, now, fleet_findings.get(name), restarts.get(name))
+        for name, view in session.targets.items()
+    ]
+
+
+def _last_restarts(session: Session) -> dict[str, float]:
+    """When each target last restarted, from one pass over the marks (not one per row)."""
+    found: dict[str, float] = {}
+    for mark in session.marks:
+        if mark.kind == EventKind.RESTART:
+            found[mark.target] = max(mark.timestamp, found.get(mark.target, mark.timestamp))
+    return found
+
+
+def _fleet_findings_by_target(session: Session) -> dict[str, tuple[str, str]]:
+    """The first fleet-scope finding (e.g. B1) about each instance: (rule id, title)."""
+    found: dict[str, tuple[str, str]] = {}
+    for name in session.targets:
+        about = fleet_findings_about(session, name)
+        if about:
+            found[name] = (about[0].rule.id, about[0].rule.title)
+    return found
+
+
+def fleet_findings_about(session: Session, target: str) -> list[Finding]:
+    """Fleet-scope findings whose `instance` label names this target."""
+    triage = session.fleet.triage
+    if triage is None:
+        return []
+    return [f for f in triage.findings if dict(f.labels).get("instance") == target]
+
+
+def _row(
+    session: Session,
+    view: TargetState,
+    now: float,
+    fleet: tuple[str, str] | None,
+    restarted_at: float | None,
+) -> FleetRow:
+    """The row of one server: its own primary finding first, else a fleet finding about it."""
+    models = ",".join(Path(m).name or m for m in label_values(session, view.target, "model_name"))
+    primary = view.triage.primary if view.triage else None
+    finding, severity = "", "ok"
+    if primary is not None:
+        finding, severity = f"{primary.rule.id} {primary.rule.title}", primary.rule.severity
+    elif fleet is not None:
+        finding, severity = f"{fleet[0]} {fleet[1]}", "warning"
+    return FleetRow(
+        view.target,
+        target_state(view, now, restarted_at),
+        models or "?",
+        len(label_values(session, view.target, "engine")) or 1,
+        view.summary,
+        finding,
+        severity,
+    )
+
+
+def engine_summaries(session: Session, target: str, now: float) -> dict[str, TargetSummary]:
+    """Headline figures per data-parallel engine of one server (empty for a single engine)."""
+    engines = label_values(session, target, "engine")
+    if len(engines) < 2:
+        return {}
+    window = session.options.window_s
+    return {
+        engine: summarize(
+            session.store, target, now, window, {"instance": target, "engine": engine}
+        )
+        for engine in engines
+    }
+
+
+def fleet_summary(session: Session, rows: list[FleetRow], now: float) -> TargetSummary:
+    """Figures over the live servers of the rows: gauges and rates added from the rows, TTFT
+    from the same servers' buckets merged now (so the line agrees with the table)."""
+    live_rows = [row for row in rows if row.state in LIVE and row.summary is not None]
+    live = [row.summary for row in live_rows if row.summary is not None]
+
+    def total(name: str) -> float | None:
+        values = [value for s in live if (value := getattr(s, name)) is not None]
+        return math.fsum(values) if values else None
+
+    kv = [s.kv_usage for s in live if s.kv_usage is not None]
+    window = session.options.window_s
+    p50, p99 = merged_ttft(session.store, [row.target for row in live_rows], now, window)
+    return TargetSummary(
+        "fleet",
+        running=total("running"),
+        waiting=total("waiting"),
+        kv_usage=max(kv, default=None),
+        preemptions_per_s=total("preemptions_per_s"),
+        prompt_tokens_per_s=total("prompt_tokens_per_s"),
+        generation_tokens_per_s=total("generation_tokens_per_s"),
+        ttft_p50_s=p50,
+        ttft_p99_s=p99,
+    )
+
+
+def sort_rows(rows: list[FleetRow], key: str, descending: bool) -> list[FleetRow]:
+    """Rows ordered by a column; unknown figures always last."""
+    known = [(value, row) for row in rows if (value := _sort_value(row, key)) is not None]
+    unknown = [row for row in rows if _sort_value(row, key) is None]
+    known.sort(key=lambda pair: pair[0], reverse=descending)
+    return [row for _, row in known] + unknown
+
+
+def _sort_value(row: FleetRow, key: str) -> Any:
+    """The value a column sorts by."""
+    if key in ("target", "state", "finding"):
+        return str(getattr(row, key))
+    summary = row.summary
+    if summary is None:
+        return None
+    figures = {
+        "running": summary.running,
+        "waiting": summary.waiting,
+        "kv": summary.kv_usage,
+        "preempt": summary.preemptions_per_s,
+        "ttft": summary.ttft_p99_s,
+        "gen": summary.generation_tokens_per_s,
+    }
+    return figures[key]
+
+
+def filter_rows(rows: list[FleetRow], text: str) -> list[FleetRow]:
+    """Rows whose target, model, state or finding contains `text` (case-insensitive)."""
+    needle = text.strip().lower()
+    if not needle:
+        return rows
+    return [
+        row
+        for row in rows
+        if needle in f"{row.target} {row.model} {row.state} {row.finding}".lower()
+    ]

@@ -1,0 +1,358 @@
+"""A watching session: frames in, store + findings + chart history + event log out.
+
+The dashboard, replay and demo all feed frames to a Session; it never does I/O and takes time
+from the frames, so a replay gives the same findings at the same times as the live run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from collections import deque
+from dataclasses import dataclass, field
+
+from vtop.core.config.effective_config import DiagnoseOptions, server_config
+from vtop.core.config.inference import Inferences
+from vtop.core.config.server_config import ServerConfig, Setting
+from vtop.core.frame import (
+    SCRAPE_FAILURES,
+    EventKind,
+    Frame,
+    GpuSnapshot,
+    TargetScrape,
+)
+from vtop.core.ingest.exposition_writer import exposition_text
+from vtop.core.ingest.quality import Defect, QualityChecker
+from vtop.core.rules.engine import Engine, Finding, Triage
+from vtop.core.rules.loader import Rule
+from vtop.core.session.summary import TargetSummary, merged_latency, quick_summary, summarize
+from vtop.core.store.store import DEFAULT_CAPACITY, Store
+
+STARTUP_LINE = re.compile(r"non-default args:")
+LOG_LINES_KEPT = 5000
+MARKS_KEPT = 500
+FRAMES_KEPT = 600
+"""Recent frames kept for an incident bundle (10 minutes at 1 s)..."""
+FRAMES_TEXT_KEPT = 128 * 1024 * 1024
+"""...or fewer, so their /metrics text stays under this many characters (large fleets)."""
+KV_SATURATED = 0.95
+FLEET_TARGET = "fleet"
+RULE_BUDGET = 10
+"""Servers whose rules run per frame in a fleet (in turn; the one on screen always)..."""
+JUDGED_EVERY_FRAMES = 5
+"""...and in a small fleet, each server's rules every this many frames (their windows are
+minutes and their `for` seconds; the one on screen every frame)."""
+FLEET_RULES_EVERY_S = 5.0
+STORE_TICKS_X_SERVERS = 14_400
+"""Ticks x servers the store keeps (history shrinks as servers are added, to bound memory)."""
+MIN_STORE_TICKS = 400
+"""Never fewer: the rules' longest window is 5 minutes."""
+DEFECTS_KEPT = 200
+QUIET_BEFORE_MARK_S = 60.0
+"""A burst or saturation is marked again only after this long without one."""
+
+
+@dataclass(frozen=True)
+class Mark:
+    """Something worth a line in the event log and a marker on the charts."""
+
+    timestamp: float
+    kind: EventKind
+    target: str
+    text: str
+
+
+@dataclass
+class TargetState:
+    """What the session knows about one target."""
+
+    target: str
+    history: deque[tuple[float, TargetSummary]]
+    config: ServerConfig = field(default_factory=ServerConfig)
+    """The effective config: what the server, its flags and log say, plus inferences."""
+    base_config: ServerConfig = field(default_factory=ServerConfig)
+    """What the server, its flags and its log say (no inference)."""
+    inferences: Inferences = field(default_factory=Inferences)
+    quality: QualityChecker = field(default_factory=QualityChecker)
+    defects: deque[tuple[float, Defect]] = field(default_factory=lambda: deque(maxlen=DEFECTS_KEPT))
+    """Data-quality defects seen recently (time, defect)."""
+    alternating: int = 0
+    """Processes answering this URL in turn (0: one); no triage while they alternate."""
+    triage: Triage | None = None
+    last_scrape: TargetScrape | None = None
+    last_ok_scrape: TargetScrape | None = None
+    last_timestamp: float | None = None
+
+    @property
+    def summary(self) -> TargetSummary | None:
+        """The newest headline figures."""
+        return self.history[-1][1] if self.history else None
+
+
+class Session:
+    """Ingests frames in time order; everything the views show comes from here."""
+
+    def __init__(
+        self,
+        rules: list[Rule],
+        options: DiagnoseOptions,
+        rule_budget: int | None = None,
+        store_capacity: int = DEFAULT_CAPACITY,
+        seeded: dict[str, dict[str, Setting]] | None = None,
+    ) -> None:
+        self.store = Store(store_capacity)
+        self.engine = Engine(rules)
+        self.options = options
+        self.history_points = store_capacity
+        """Chart points kept per server: as many as the store keeps ticks."""
+        self.targets: dict[str, TargetState] = {}
+        self.marks: deque[Mark] = deque(maxlen=MARKS_KEPT)
+        self.recent_frames: deque[Frame] = deque()
+        """Recent frames as text only (a bundle re-parses them, as a replay does)."""
+        self._recent_chars = 0
+        self.log_lines: deque[str] = deque(maxlen=LOG_LINES_KEPT)
+        self.startup_log: list[str] = []
+        self.gpu: GpuSnapshot | None = None
+        self.exited: dict[str, Mark] = {}
+        """Managed servers whose process exited, by target (until they answer again)."""
+        self.now: float | None = None
+        self._log_changed = False
+        self.rule_budget = rule_budget
+        """At most this many targets' rules per frame (round robin; the focused one always)."""
+        self.focus: str | None = None
+        self.seeded = seeded or {}
+        """Inferred settings known from the start, per target (a one-shot diagnosis)."""
+        self.fleet = TargetState(FLEET_TARGET, deque(maxlen=1))
+        """Findings of the fleet-scope rules (imbalance across servers) and the fleet's TTFT."""
+        self._rotation = 0
+
+    def ingest(self, frame: Frame) -> None:
+        """One frame: store, log, config, rules, history and marks."""
+        self.now = frame.timestamp
+        self._keep_recent(frame)
+        if frame.gpu is not None:
+            self.gpu = frame.gpu
+        self._take_log(frame.log_lines)
+        events = [*self.store.ingest(frame), *frame.events]
+        for event in events:
+            if event.kind not in SCRAPE_FAILURES:
+                mark = Mark(event.timestamp, event.kind, event.target, event.message)
+                self.marks.append(mark)
+                if event.kind is EventKind.EXITED:
+                    self.exited[event.target] = mark
+        restarted = {event.target for event in events if event.kind is EventKind.RESTART}
+        judged = self._judged_now(frame.scrapes)
+        for scrape in frame.scrapes:
+            self._ingest_scrape(scrape, frame, scrape.target in restarted, scrape.target in judged)
+        if len(self.targets) > 1 and self._fleet_due(frame.timestamp):
+            triage = self.engine.evaluate_fleet(self.store, frame.timestamp)
+            self._mark_findings(self.fleet, triage, frame.timestamp)
+            self.fleet.triage, self.fleet.last_timestamp = triage, frame.timestamp
+            latency = merged_latency(self.store, frame.timestamp, self.options.window_s)
+            self.fleet.history.append((frame.timestamp, latency))
+        self._log_changed = False
+
+    def _keep_recent(self, frame: Frame) -> None:
+        """Keep a frame without its parsed samples; drop the oldest beyond the count or text bound.
+
+        Parsed samples are tens of bytes each and the garbage collector walks every one of them;
+        the text alone is smaller and untracked.
+        """
+        kept = dataclasses.replace(frame, scrapes=tuple(map(_text_only, frame.scrapes)))
+        self.recent_frames.append(kept)
+        self._recent_chars += _text_size(kept)
+        while len(self.recent_frames) > 1 and (
+            len(self.recent_frames) > FRAMES_KEPT or self._recent_chars > FRAMES_TEXT_KEPT
+        ):
+            self._recent_chars -= _text_size(self.recent_frames.popleft())
+
+    def _fleet_due(self, now: float) -> bool:
+        """Fleet rules run every frame, or every FLEET_RULES_EVERY_S under a rule budget (their
+        windows are minutes long; over a hundred servers one run costs tens of ms)."""
+        last = self.fleet.last_timestamp
+        if self.rule_budget is None or last is None:
+            return True
+        return not 0 <= now - last < FLEET_RULES_EVERY_S
+
+    def _judged_now(self, scrapes: tuple[TargetScrape, ...]) -> set[str]:
+        """Targets whose rules run this frame: all, or the budget's share in turn (plus focus)."""
+        names = [scrape.target for scrape in scrapes if scrape.ok]
+        if self.rule_budget is None:
+            return set(names)
+        budget = min(self.rule_budget, math.ceil(len(names) / JUDGED_EVERY_FRAMES))
+        start = self._rotation % max(len(names), 1)
+        self._rotation = start + budget
+        chosen = {names[(start + offset) % len(names)] for offset in range(budget)}
+        return chosen | ({self.focus} & set(names) if self.focus else set())
+
+    def _take_log(self, lines: tuple[str, ...]) -> None:
+        """Keep log lines; a new startup begins a new startup log."""
+        for line in lines:
+            if STARTUP_LINE.search(line):
+                self.startup_log = []
+            self.startup_log.append(line)
+            self.log_lines.append(line)
+        self._log_changed = self._log_changed or bool(lines)
+
+    def target(self, target: str) -> TargetState:
+        """The view of a target, created on first sight."""
+        if target not in self.targets:
+            view = TargetState(target, deque(maxlen=self.history_points))
+            view.inferences.settings.update(self.seeded.get(target, {}))
+            self.targets[target] = view
+        return self.targets[target]
+
+    def _ingest_scrape(
+        self, scrape: TargetScrape, frame: Frame, restarted: bool, judged: bool = True
+    ) -> None:
+        """Config, history and (when `judged`) triage for one target."""
+        view = self.target(scrape.target)
+        view.last_timestamp = frame.timestamp
+        if not scrape.ok:
+            previous = view.last_scrape
+            if previous is None or previous.status is not scrape.status:
+                text = f"{scrape.status.value}: {scrape.error}"
+                self.marks.append(
+                    Mark(frame.timestamp, scrape.status.event_kind, scrape.target, text)
+                )
+            view.last_scrape = scrape
+            return
+        if view.last_scrape is not None and not view.last_scrape.ok:
+            self.marks.append(
+                Mark(frame.timestamp, EventKind.RECOVERED, scrape.target, "scrapes work again")
+            )
+        if restarted:
+            view.inferences.clear()
+        if restarted or self._log_changed or view.last_scrape is None or not view.last_scrape.ok:
+            view.base_config = server_config(scrape, frame.gpu or self.gpu, self._options())
+            view.config = view.base_config
+        view.last_scrape = view.last_ok_scrape = scrape
+        self.exited.pop(scrape.target, None)
+        now, window = frame.timestamp, self.options.window_s
+        self._check_quality(view, scrape, now)
+        if judged:
+            summary = summarize(self.store, scrape.target, now, window)
+        else:
+            summary = quick_summary(self.store, scrape.target, now, window, view.summary)
+        self._mark_changes(view, summary, now)
+        view.history.append((now, summary))
+        if not judged:
+            return
+        view.alternating = self.store.alternating(scrape.target, now, ALTERNATION_WINDOW_S)
+        if view.alternating:
+            view.triage = Triage((), (), (alternation_text(view.alternating),))
+            return
+        view.config = self._with_inferences(view, now)
+        triage = self.engine.evaluate(self.store, scrape.target, now, view.config.pseudo_metrics())
+        self._mark_findings(view, triage, now)
+        view.triage = triage
+
+    def _check_quality(self, view: TargetState, scrape: TargetScrape, now: float) -> None:
+        """Keep the scrape's data-quality defects; mark a kind when it first appears."""
+        before = {defect.kind for when, defect in view.defects if when >= now - QUIET_BEFORE_MARK_S}
+        found = view.quality.check(scrape, self.store.defects(scrape.target))
+        for defect in found:
+            view.defects.append((now, defect))
+        for kind in sorted({d.kind for d in found} - before):
+            first = next(d for d in found if d.kind == kind)
+            self.marks.append(Mark(now, EventKind.DATA_QUALITY, view.target, str(first)))
+
+    def _with_inferences(self, view: TargetState, now: float) -> ServerConfig:
+        """The view's config with what the engine's behaviour shows (see inference.py)."""
+        base = view.base_config
+        capacity, engines = base.number("kv_capacity_tokens"), base.number("num_engines")
+        per_engine = capacity / (engines or 1) if capacity else None
+        inferred = view.inferences.update(self.store, view.target, now, per_engine)
+        return base.with_inferences(inferred) if inferred else base
+
+    def _options(self) -> DiagnoseOptions:
+        """Diagnose options with the startup log seen in frames (when there is one)."""
+        if not self.startup_log:
+            return self.options
+        return dataclasses.replace(self.options, vllm_log="\n".join(self.startup_log))
+
+    def _mark_changes(self, view: TargetState, summary: TargetSummary, now: float) -> None:
+        """Marks for the start of a preemption burst and for KV saturation."""
+        previous = view.summary
+        before_preempt = previous.preemptions_per_s if previous else None
+        before_kv = previous.kv_usage if previous else None
+        if _started(before_preempt, summary.preemptions_per_s, 0.0):
+            text = f"preemption burst: {summary.preemptions_per_s:.2f}/s"
+            self._mark_unless_recent(Mark(now, EventKind.PREEMPTIONS, view.target, text), view)
+        if _started(before_kv, summary.kv_usage, KV_SATURATED):
+            text = f"KV cache saturated: {summary.kv_usage:.0%}"
+            self._mark_unless_recent(Mark(now, EventKind.KV, view.target, text), view)
+
+    def _mark_unless_recent(self, mark: Mark, view: TargetState) -> None:
+        """Add a mark unless the figure was already over its threshold within the quiet time."""
+        field = "preemptions_per_s" if mark.kind is EventKind.PREEMPTIONS else "kv_usage"
+        threshold = 0.0 if mark.kind is EventKind.PREEMPTIONS else KV_SATURATED
+        for timestamp, summary in reversed(view.history):
+            if mark.timestamp - timestamp > QUIET_BEFORE_MARK_S:
+                break
+            value = getattr(summary, field)
+            if value is not None and value > threshold:
+                return
+        self.marks.append(mark)
+
+    def _mark_findings(self, view: TargetState, triage: Triage, now: float) -> None:
+        """Marks for findings that appeared or cleared since the last evaluation."""
+        before = _by_key(view.triage)
+        after = _by_key(triage)
+        for key in sorted(after.keys() - before.keys()):
+            text = f"{short_key(after[key])} appeared: {after[key].rule.title}"
+            self.marks.append(Mark(now, EventKind.FINDING, view.target, text))
+        for key in sorted(before.keys() - after.keys()):
+            text = f"{short_key(before[key])} cleared: {before[key].rule.title}"
+            self.marks.append(Mark(now, EventKind.CLEARED, view.target, text))
+
+
+def _text_only(scrape: TargetScrape) -> TargetScrape:
+    """A scrape without its parsed samples (written as text when it came without)."""
+    if not scrape.samples:
+        return scrape
+    return dataclasses.replace(scrape, samples=(), raw_text=exposition_text(scrape))
+
+
+def _text_size(frame: Frame) -> int:
+    """Characters of /metrics text a frame holds."""
+    return sum(len(scrape.raw_text) for scrape in frame.scrapes)
+
+
+ALTERNATION_WINDOW_S = 300.0
+"""A process start time that came back within this long means the URL alternates."""
+
+
+def alternation_text(processes: int) -> str:
+    """What to say about a URL answered by several processes in turn."""
+    return (
+        f"this URL alternates between {processes} vLLM processes (their start times come back "
+        "in turn: a load balancer in front of replicas); its counters jump both ways, so no "
+        "diagnosis is made from it: scrape each replica's own URL"
+    )
+
+
+def store_ticks_for(servers: int) -> int:
+    """Store capacity in ticks for a number of servers (3600 for up to four)."""
+    return max(MIN_STORE_TICKS, min(DEFAULT_CAPACITY, STORE_TICKS_X_SERVERS // max(servers, 4)))
+
+
+def short_key(finding: Finding) -> str:
+    """Rule id plus the engine when there is one (the model label is in the header)."""
+    engine = dict(finding.labels).get("engine")
+    return finding.rule.id if engine is None else f"{finding.rule.id}[engine {engine}]"
+
+
+def _started(before: float | None, after: float | None, threshold: float) -> bool:
+    """True when a figure rises above a threshold it was not above."""
+    return after is not None and after > threshold and (before is None or before <= threshold)
+
+
+def _by_key(triage: Triage | None) -> dict[str, Finding]:
+    """Findings (with their symptoms) by key."""
+    if triage is None:
+        return {}
+    found = {finding.key: finding for finding in triage.findings}
+    found |= {s.key: s for finding in triage.findings for s in finding.symptoms}
+    return found

@@ -1,0 +1,162 @@
+"""Headline figures of one target over a window, computed from the store."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from vtop.core.histogram import merge_buckets
+from vtop.core.histogram import quantile as histogram_quantile
+from vtop.core.store.store import Store
+
+TTFT = "vllm:time_to_first_token_seconds"
+ITL = "vllm:inter_token_latency_seconds"
+
+
+@dataclass(frozen=True, slots=True)
+class TargetSummary:
+    """What an operator reads first; None means unknown, never zero."""
+
+    target: str
+    running: float | None
+    waiting: float | None
+    kv_usage: float | None
+    preemptions_per_s: float | None
+    prompt_tokens_per_s: float | None
+    generation_tokens_per_s: float | None
+    ttft_p50_s: float | None
+    ttft_p99_s: float | None
+    itl_p50_s: float | None = None
+    itl_p99_s: float | None = None
+    queue_mean_s: float | None = None
+    prefill_mean_s: float | None = None
+    prefix_hit_rate: float | None = None
+
+
+def _one(values: Mapping[tuple[tuple[str, str], ...], float | None]) -> float | None:
+    """The single merged value of a by=() aggregation."""
+    return values.get(())
+
+
+def summarize(
+    store: Store, target: str, now: float, window: float, only: Mapping[str, str] | None = None
+) -> TargetSummary:
+    """Headline figures of the series `only` selects (default: one target, engines merged).
+
+    Histograms are merged by adding buckets, so a fleet's or an engine's quantiles are exact
+    to the bucket, never an average of quantiles.
+    """
+    only = {"instance": target} if only is None else only
+
+    def rate(name: str) -> float | None:
+        return _one(store.sum_by(store.rate, name, now, window, only))
+
+    def mean(name: str) -> float | None:
+        return _one(store.histogram_mean(name, now, window, only))
+
+    def quantile(q: float, name: str) -> float | None:
+        return _one(store.histogram_quantile(q, name, now, window, only))
+
+    return dataclasses.replace(
+        quick_summary(store, target, now, window, None, only),
+        ttft_p50_s=quantile(0.5, TTFT),
+        ttft_p99_s=quantile(0.99, TTFT),
+        itl_p50_s=quantile(0.5, ITL),
+        itl_p99_s=quantile(0.99, ITL),
+        queue_mean_s=mean("vllm:request_queue_time_seconds"),
+        prefill_mean_s=mean("vllm:request_prefill_time_seconds"),
+        prefix_hit_rate=_ratio(
+            rate("vllm:prefix_cache_hits_total"), rate("vllm:prefix_cache_queries_total")
+        ),
+    )
+
+
+def quick_summary(
+    store: Store,
+    target: str,
+    now: float,
+    window: float,
+    previous: TargetSummary | None,
+    only: Mapping[str, str] | None = None,
+) -> TargetSummary:
+    """Gauges and rates now; latency figures (histograms, the costly part) as last computed.
+
+    Used alone for servers off screen in a large fleet, whose full figures refresh in turn.
+    """
+    only = {"instance": target} if only is None else only
+
+    def rate(name: str) -> float | None:
+        return _one(store.sum_by(store.rate, name, now, window, only))
+
+    kv_now = [store.latest(s, now) for s in store.select("vllm:kv_cache_usage_perc", only)]
+    present = [v for v in kv_now if v is not None]
+    base = previous or TargetSummary(target, *([None] * 8))
+    return TargetSummary(
+        target,
+        running=_one(store.latest_by("vllm:num_requests_running", now, only)),
+        waiting=_one(store.latest_by("vllm:num_requests_waiting", now, only)),
+        kv_usage=max(present) if present else None,
+        preemptions_per_s=rate("vllm:num_preemptions_total"),
+        prompt_tokens_per_s=rate("vllm:prompt_tokens_total"),
+        generation_tokens_per_s=rate("vllm:generation_tokens_total"),
+        ttft_p50_s=base.ttft_p50_s,
+        ttft_p99_s=base.ttft_p99_s,
+        itl_p50_s=base.itl_p50_s,
+        itl_p99_s=base.itl_p99_s,
+        queue_mean_s=base.queue_mean_s,
+        prefill_mean_s=base.prefill_mean_s,
+        prefix_hit_rate=base.prefix_hit_rate,
+    )
+
+
+def merged_ttft(
+    store: Store, targets: list[str], now: float, window: float
+) -> tuple[float | None, float | None]:
+    """TTFT p50 and p99 over these servers, their buckets added before the quantiles."""
+    parts = [
+        buckets
+        for target in targets
+        if (buckets := store.histogram_buckets(TTFT, now, window, {"instance": target}).get(()))
+    ]
+    if not parts:
+        return None, None
+    merged = merge_buckets(parts)
+    return histogram_quantile(0.5, merged), histogram_quantile(0.99, merged)
+
+
+def merged_latency(store: Store, now: float, window: float) -> TargetSummary:
+    """TTFT over every server, buckets added before the quantiles (for the fleet line; the only
+    part of the fleet figures that reads every server's histogram)."""
+    merged = store.histogram_buckets(TTFT, now, window, {}).get(())
+    unknown = TargetSummary("fleet", *([None] * 8))
+    if merged is None:
+        return unknown
+    return dataclasses.replace(
+        unknown,
+        ttft_p50_s=histogram_quantile(0.5, merged),
+        ttft_p99_s=histogram_quantile(0.99, merged),
+    )
+
+
+def _ratio(part: float | None, whole: float | None) -> float | None:
+    """part / whole, None when either is unknown or nothing was counted."""
+    if part is None or whole is None or whole <= 0:
+        return None
+    return part / whole
+
+
+def _fmt(value: float | None, pattern: str) -> str:
+    """Format a figure, '-' when unknown."""
+    return "-" if value is None else pattern.format(value)
+
+
+def format_summary(summary: TargetSummary) -> str:
+    """One line for the plain-text monitor and logs."""
+    kv = None if summary.kv_usage is None else summary.kv_usage * 100
+    return (
+        f"run {_fmt(summary.running, '{:.0f}')} wait {_fmt(summary.waiting, '{:.0f}')} "
+        f"kv {_fmt(kv, '{:.1f}')}% preempt/s {_fmt(summary.preemptions_per_s, '{:.2f}')} "
+        f"gen tok/s {_fmt(summary.generation_tokens_per_s, '{:.0f}')} "
+        f"ttft p50/p99 {_fmt(summary.ttft_p50_s, '{:.3f}')}/{_fmt(summary.ttft_p99_s, '{:.3f}')}s"
+    )

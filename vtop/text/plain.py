@@ -1,0 +1,70 @@
+"""Plain-text monitoring: feed -> session -> one line per target per frame (pipes, logs, SSH).
+
+Each line carries the headline figures and the primary finding with its first flag change, so
+`vtop --plain | tee incident.log` keeps the answer, not only the numbers.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from vtop.core.config.effective_config import DiagnoseOptions
+from vtop.core.config.settings import Settings
+from vtop.core.frame import Frame
+from vtop.core.ingest.feeds import Feed, sample
+from vtop.core.rules.engine import Triage
+from vtop.core.rules.loader import Rule
+from vtop.core.session.session import Session, short_key
+from vtop.core.session.summary import format_summary, summarize
+
+
+def describe_frame(session: Session, frame: Frame) -> list[str]:
+    """Lines describing each target in a frame (after the session ingested it)."""
+    lines = []
+    for scrape in frame.scrapes:
+        if scrape.ok:
+            window = session.options.window_s
+            summary = summarize(session.store, scrape.target, frame.timestamp, window)
+            text = format_summary(summary)
+            if scrape.parse_errors:
+                text += f" ({len(scrape.parse_errors)} bad lines: {scrape.parse_errors[0]})"
+            text += primary_text(session.targets[scrape.target].triage)
+        else:
+            text = f"{scrape.status.value}: {scrape.error}"
+        lines.append(f"{scrape.target} {text}")
+    return lines
+
+
+def primary_text(triage: Triage | None) -> str:
+    """` | CRITICAL M1 preemption storm: --max-num-seqs 1`, or nothing when all is well."""
+    primary = triage.primary if triage is not None else None
+    if primary is None or primary.rule.severity == "info":
+        return ""
+    flags = [change.as_flag() for change in primary.changes if change.as_flag()]
+    action = f": {flags[0]}" if flags else ""
+    return f" | {primary.rule.severity.upper()} {short_key(primary)} {primary.rule.title}{action}"
+
+
+async def run_plain(
+    feed: Feed,
+    rules: list[Rule],
+    settings: Settings,
+    log_text: str | None = None,
+    ticks: int | None = None,
+    emit: Callable[[str], None] = print,
+) -> int:
+    """Lines for every frame until `ticks` frames (forever when None); exit code 0 when every
+    target answered the last scrape, else 3."""
+    options = DiagnoseOptions(settings.window_s, settings.interval_s, settings.vllm_args, log_text)
+    session, ok = Session(rules, options), False
+    try:
+        async for frame in sample(feed, count=ticks):
+            session.ingest(frame)
+            ok = all(scrape.ok for scrape in frame.scrapes)
+            stamp = time.strftime("%H:%M:%S", time.localtime(frame.timestamp))
+            for line in describe_frame(session, frame):
+                emit(f"{stamp} {line}")
+    finally:
+        await feed.close()
+    return 0 if ok else 3

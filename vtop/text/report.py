@@ -1,0 +1,209 @@
+"""Render a Diagnosis as text (for people and tickets) or JSON (for scripts)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+from vtop.core.config.inference import is_inferred
+from vtop.core.config.server_config import ServerConfig, Setting
+from vtop.core.rules.engine import Finding, ProposedChange
+from vtop.core.session.diagnose import Diagnosis, FleetDiagnosis
+
+SCHEMA = "vtop.diagnose/1"
+FLEET_SCHEMA = "vtop.fleet/1"
+
+
+def _number(value: float | None) -> str:
+    """Compact figure for text output."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "unknown"
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    return f"{value:.3g}"
+
+
+def flag_diff(change: ProposedChange) -> list[str]:
+    """A literal `vllm serve` argument diff for one change."""
+    argument = change.as_flag()
+    if argument is None:
+        needs = ", ".join(change.unknown) or "data not seen in the window"
+        return [f"  {change.flag}: value not computable (needs {needs})"]
+    lines = []
+    if change.current is not None:
+        lines.append(f"  - {change.flag} {_number(change.current)}")
+    lines.append(f"  + {argument}")
+    return lines
+
+
+def inferred_settings(finding: Finding, config: ServerConfig | None) -> dict[str, Setting]:
+    """The inferred settings a finding's rule read (so the report can say they were inferred)."""
+    if config is None:
+        return {}
+    return {
+        name: setting
+        for name in sorted(finding.rule.settings)
+        if (setting := config.settings.get(name)) is not None and is_inferred(setting)
+    }
+
+
+def finding_lines(
+    finding: Finding, indent: str = "", config: ServerConfig | None = None
+) -> list[str]:
+    """Text block for one finding and its symptoms."""
+    rule = finding.rule
+    labels = ", ".join(f"{k}={v}" for k, v in finding.labels)
+    head = f"{indent}[{rule.severity.upper()}] {rule.id} {rule.title} ({rule.phase})"
+    lines = [head + (f" {{{labels}}}" if labels else ""), f"{indent}  {finding.diagnosis}"]
+    evidence = ", ".join(f"{k}={_number(v)}" for k, v in finding.evidence.items())
+    if evidence:
+        lines.append(f"{indent}  evidence: {evidence}")
+    for name, setting in inferred_settings(finding, config).items():
+        lines.append(f"{indent}  {name} = {setting.value} is {setting.source}")
+    for change in finding.changes:
+        lines.append(f"{indent}  suggest: {change.why}")
+        lines += [indent + line for line in flag_diff(change)]
+        if change.effect:
+            lines.append(f"{indent}    expected: {change.effect}")
+    for symptom in finding.symptoms:
+        lines.append(f"{indent}  explains {symptom.rule.id}: {symptom.diagnosis}")
+    return lines
+
+
+def text_report(diagnosis: Diagnosis) -> str:
+    """The human-readable report."""
+    lines = [f"vtop diagnose {diagnosis.target} over {diagnosis.window_s:.0f} s"]
+    if diagnosis.triage is None:
+        lines.append(f"VERDICT: could not diagnose - {diagnosis.reason}")
+        return "\n".join(lines + _quality_lines(diagnosis))
+    triage = diagnosis.triage
+    lines.append(f"VERDICT: {diagnosis.verdict.upper()}")
+    if triage.primary is None or triage.primary.rule.severity == "info":
+        lines.append("No warning or critical finding.")
+    lines += _quality_lines(diagnosis)
+    for index, finding in enumerate(triage.findings):
+        lines.append("")
+        lines.append("PRIMARY" if index == 0 and finding.rule.severity != "info" else "ALSO")
+        lines += finding_lines(finding, "  ", diagnosis.config)
+    lines += _statistics_lines(diagnosis)
+    if triage.unchecked:
+        lines.append("")
+        lines.append("NOT CHECKED")
+        lines += [f"  {u.rule.id} {u.rule.title}: {u.how}" for u in triage.unchecked]
+    lines += [f"rule error: {error}" for error in triage.errors]
+    return "\n".join(lines)
+
+
+def _quality_lines(diagnosis: Diagnosis) -> list[str]:
+    """What the endpoint exposed that no vLLM can (its values were left out of the triage)."""
+    if not diagnosis.data_quality:
+        return []
+    lines = ["", "DATA QUALITY (these values were left out; figures built on them may be off)"]
+    return lines + [f"  {defect}" for defect in diagnosis.data_quality[:20]]
+
+
+def _statistics_lines(diagnosis: Diagnosis) -> list[str]:
+    """Key statistics and the effective config used."""
+    summary = diagnosis.summary
+    lines = ["", "KEY STATISTICS"]
+    if summary is not None:
+        lines.append(
+            f"  running {_number(summary.running)}  waiting {_number(summary.waiting)}  "
+            f"KV {_number(None if summary.kv_usage is None else summary.kv_usage * 100)}%  "
+            f"preemptions/s {_number(summary.preemptions_per_s)}  "
+            f"gen tok/s {_number(summary.generation_tokens_per_s)}  "
+            f"TTFT p50 {_number(summary.ttft_p50_s)} s p99 {_number(summary.ttft_p99_s)} s"
+        )
+    settings = diagnosis.config.settings
+    known = ", ".join(
+        f"{name}={value.value} ({value.source})" for name, value in sorted(settings.items())
+    )
+    lines.append(f"  config: {known or 'nothing known'}")
+    return lines
+
+
+def _change_json(change: ProposedChange) -> dict[str, Any]:
+    return {
+        "flag": change.flag,
+        "current": change.current,
+        "proposed": change.proposed,
+        "argument": change.as_flag(),
+        "why": change.why,
+        "effect": change.effect,
+        "unknown": list(change.unknown),
+    }
+
+
+def finding_json(finding: Finding, config: ServerConfig | None = None) -> dict[str, Any]:
+    """One finding as JSON."""
+    rule = finding.rule
+    inferred = inferred_settings(finding, config)
+    return {
+        "id": rule.id,
+        "title": rule.title,
+        "phase": rule.phase,
+        "severity": rule.severity,
+        "labels": dict(finding.labels),
+        "since": finding.since,
+        "diagnosis": finding.diagnosis,
+        "evidence": finding.evidence,
+        "changes": [_change_json(c) for c in finding.changes],
+        "symptoms": [finding_json(s, config) for s in finding.symptoms],
+        "inferred": {k: {"value": v.value, "source": v.source} for k, v in inferred.items()},
+    }
+
+
+def json_report(diagnosis: Diagnosis) -> dict[str, Any]:
+    """The documented JSON form (schema vtop.diagnose/1)."""
+    triage = diagnosis.triage
+    return {
+        "schema": SCHEMA,
+        "target": diagnosis.target,
+        "time": diagnosis.time,
+        "window_s": diagnosis.window_s,
+        "verdict": diagnosis.verdict,
+        "exit_code": diagnosis.exit_code,
+        "reason": diagnosis.reason,
+        "primary": finding_json(triage.primary, diagnosis.config)
+        if triage and triage.primary
+        else None,
+        "findings": [finding_json(f, diagnosis.config) for f in triage.findings] if triage else [],
+        "unchecked": [
+            {"id": u.rule.id, "missing": list(u.missing), "how": u.how}
+            for u in (triage.unchecked if triage else ())
+        ],
+        "statistics": dataclasses.asdict(diagnosis.summary) if diagnosis.summary else None,
+        "config": {
+            k: {"value": v.value, "source": v.source} for k, v in diagnosis.config.settings.items()
+        },
+        "events": diagnosis.events,
+        "data_quality": [
+            {"kind": d.kind, "line": d.line, "text": d.text} for d in diagnosis.data_quality
+        ],
+    }
+
+
+def fleet_text_report(fleet: FleetDiagnosis) -> str:
+    """The fleet findings (imbalance across servers), then each server's report."""
+    servers = fleet.servers
+    lines = [f"vtop fleet diagnosis: {len(servers)} vLLM server(s), exit code {fleet.exit_code}"]
+    findings = fleet.fleet.findings if fleet.fleet else ()
+    lines.append("ACROSS SERVERS" if findings else "No imbalance across servers.")
+    for finding in findings:
+        lines += finding_lines(finding, "  ")
+    lines += [f"  {event}" for event in fleet.events]
+    for diagnosis in servers:
+        lines += ["", text_report(diagnosis)]
+    return "\n".join(lines)
+
+
+def fleet_json_report(fleet: FleetDiagnosis) -> dict[str, Any]:
+    """The fleet report as JSON (schema vtop.fleet/1): fleet findings plus every server's."""
+    findings = fleet.fleet.findings if fleet.fleet else ()
+    return {
+        "schema": FLEET_SCHEMA,
+        "exit_code": fleet.exit_code,
+        "fleet": {"findings": [finding_json(f) for f in findings], "events": fleet.events},
+        "servers": [json_report(diagnosis) for diagnosis in fleet.servers],
+    }

@@ -1,0 +1,149 @@
+"""Drawing the charts, the TTFT histogram and the fleet table from the session (pure of app
+state: the caller passes what it needs)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from vtop.core.config.settings import Settings
+from vtop.core.histogram import quantile
+from vtop.core.session.fleet import (
+    LIVE,
+    FleetRow,
+    engine_summaries,
+    filter_rows,
+    fleet_rows,
+    fleet_summary,
+    sort_rows,
+)
+from vtop.core.session.session import Session, TargetState
+from vtop.core.session.summary import TTFT
+from vtop.ui.chart_data import bucket_counts, line_points, mark_offsets
+from vtop.ui.format import number, seconds
+from vtop.ui.widgets.time_chart import TimeChart
+from vtop.ui.widgets.ttft_histogram import TtftHistogram
+
+if TYPE_CHECKING:
+    from textual.screen import Screen
+
+    from vtop.ui.screens.fleet import FleetScreen
+
+
+def draw_charts(
+    screen: Screen[object],
+    session: Session,
+    view: TargetState,
+    now: float,
+    settings: Settings,
+    stale: str | None = None,
+    force: bool = False,
+) -> None:
+    """Redraw the charts on screen that moved by a dot (scrolling into view forces a redraw).
+
+    A chart changes only when time has moved by one braille dot (span / dots across): between
+    those moments only its title is updated.
+    """
+    first = view.history[0][0] if view.history else now
+    span = chart_span(now - first, settings.history_s)
+    marks = mark_offsets(session.marks, view.target, now, span)
+    visible = screen.query_one("#charts").region
+    for chart in screen.query(TimeChart):
+        if chart.display and chart.region.overlaps(visible):
+            spec = chart.spec
+            title = chart_title(spec.title, view)
+            chart.set_title(f"{title} [{stale}]" if stale else title)
+            if force or chart.due(now, span, view.target):
+                lines = [line_points(view.history, line, now, span) for line in spec.lines]
+                limit = view.config.number(spec.limit) if spec.limit else None
+                chart.show(lines, span, (now, view.target), limit, marks)
+    histogram = screen.query_one(TtftHistogram)
+    if histogram.display and histogram.region.overlaps(visible):
+        draw_histogram(histogram, session, view, now, settings.window_s)
+
+
+SPAN_STEPS_S = (30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0)
+
+
+def chart_span(seen_s: float, history_s: float) -> float:
+    """The x-axis span: the first step that holds what has been seen, at most the history.
+
+    Steps keep the axis labels still while data arrives, and fill the width early on.
+    """
+    step = next((s for s in SPAN_STEPS_S if s >= seen_s), history_s)
+    return min(step, history_s)
+
+
+def chart_title(title: str, view: TargetState) -> str:
+    """Chart title with the current figure(s) and context."""
+    summary = view.summary
+    if summary is None:
+        return title
+    if title.startswith("Requests"):
+        limit = view.config.number("max_num_seqs")
+        cap = f" of max {limit:.0f}" if limit is not None else ""
+        return (
+            f"Requests: {number(summary.running)} running{cap}, {number(summary.waiting)} waiting"
+        )
+    if title.startswith("KV"):
+        tokens = view.config.number("kv_capacity_tokens")
+        capacity = f" of {tokens:,.0f} tokens" if tokens is not None else ""
+        usage = number(None if summary.kv_usage is None else summary.kv_usage * 100)
+        return f"KV cache: {usage}%{capacity}"
+    if title.startswith("Preemptions"):
+        return f"Preemptions/s: {number(summary.preemptions_per_s, '{:.2f}')}"
+    return title
+
+
+def draw_histogram(
+    histogram: TtftHistogram, session: Session, view: TargetState, now: float, window: float
+) -> None:
+    """TTFT buckets filled during the window, p50/p90/p99 marked."""
+    buckets = session.store.histogram_buckets(TTFT, now, window, {"instance": view.target})
+    cumulative = buckets.get((), [])
+    labels, counts = bucket_counts(cumulative)
+    marked: list[int] = []
+    figures = []
+    for q in (0.5, 0.9, 0.99):
+        value = quantile(q, cumulative) if cumulative else None
+        figures.append(f"p{q * 100:g} {seconds(value)}")
+        if value is not None:
+            marked.append(_bucket_index(cumulative, value, len(labels)))
+    title = f"TTFT {window:g}s: {' '.join(figures)}"
+    histogram.show(labels, counts, marked, title)
+
+
+def _bucket_index(cumulative: list[tuple[float, float]], value: float, count: int) -> int:
+    """Index of the bucket that holds `value`."""
+    for index, (upper, _) in enumerate(cumulative):
+        if value <= upper:
+            return min(index, count - 1)
+    return count - 1
+
+
+def fleet_line(session: Session, mode: str, rows: list[FleetRow], now: float) -> str:
+    """Fleet-wide figures and the findings across servers; the TTFT is the rows' own (their
+    histograms merged by bucket), so the line agrees with the table."""
+    total = fleet_summary(session, rows, now)
+    live = sum(1 for row in rows if row.state in LIVE)
+    triage = session.fleet.triage
+    across = ", ".join(short_key_of(f.rule.id, f.labels) for f in triage.findings) if triage else ""
+    return (
+        f" {len(session.targets)} servers, {live} live  run {number(total.running)}"
+        f"  wait {number(total.waiting)}  gen {number(total.generation_tokens_per_s)} tok/s"
+        f"  TTFT p50/p99 {seconds(total.ttft_p50_s)}/{seconds(total.ttft_p99_s)}"
+        f"\n across servers: {across or 'no imbalance'}  {mode}"
+    )
+
+
+def short_key_of(rule_id: str, labels: tuple[tuple[str, str], ...]) -> str:
+    """B1@host:port - the rule and the instance it names."""
+    instance = dict(labels).get("instance")
+    return f"{rule_id}@{instance}" if instance else rule_id
+
+
+def show_fleet(session: Session, screen: FleetScreen, now: float, mode: str) -> None:
+    """Fill the fleet table: sorted, filtered, engines of data-parallel servers below theirs."""
+    every = fleet_rows(session, now)
+    rows = sort_rows(filter_rows(every, screen.filter_text), screen.sort_key, screen.descending)
+    engines = {r.target: engine_summaries(session, r.target, now) for r in rows if r.engines > 1}
+    screen.show(fleet_line(session, mode, every, now), rows, engines)
