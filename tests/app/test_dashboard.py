@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from textual.command import CommandPalette
 
+from tests.support import metrics_process
 from tests.support.app import banner, header, replay_app, wait_for
 from tests.support.fakes.fake_pynvml import FakeGpu, FakeNvml, NVMLError_GpuIsLost
 from tests.support.http_server import Canned, serving
@@ -34,7 +35,7 @@ from vtop.ui.widgets.findings import FindingsPanel
 from vtop.ui.widgets.header import Header
 from vtop.ui.widgets.time_chart import TimeChart
 
-METRICS_PROCESS = Path(__file__).with_name("metrics_process.py")
+METRICS_PROCESS = Path(metrics_process.__file__)
 
 
 def live_app(url: str, nvml: NvmlSource | None = None, interval: float = 0.2) -> VtopApp:
@@ -50,8 +51,10 @@ async def test_live_endpoint_shows_state_model_and_gpus() -> None:
         app = live_app(url, NvmlSource(FakeNvml([FakeGpu()])))
         async with app.run_test(size=(160, 48)) as pilot:
             await wait_for(pilot, lambda: "LIVE" in header(app))
-            assert url in header(app) and "vLLM 0.32.0" in header(app)  # from GET /version
-            assert "engines 1" in header(app)
+            line = header(app)
+            assert line.startswith(" LIVE  age ") and "every 0.2s" in line  # state first
+            assert url.removeprefix("http://") in line and "vLLM 0.32.0" in line  # GET /version
+            assert "engines" not in line  # one engine: said only when there are several
             assert app.session.gpu is not None and app.session.gpu.gpus[0].name == "NVIDIA H200"
             assert banner(app) is None
             await app.feed.close()
@@ -141,7 +144,7 @@ async def test_keys_help_pause_interval_panels_and_palette() -> None:
         assert not app.query_one("#chart-requests").display and not app.query_one("#gpu").display
         await pilot.press("1")
         assert app.query_one("#chart-requests").display
-        await pilot.press("slash")
+        await pilot.press("ctrl+p")  # Textual's own palette key (no binding shadows it)
         assert isinstance(app.screen, CommandPalette)
         await pilot.press("escape")
 

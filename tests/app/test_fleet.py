@@ -69,11 +69,13 @@ async def test_fleet_table_sorts_filters_splits_engines_and_drills_in() -> None:
                 "  engine 1",
             ]
             assert row_of(app, down)[1] == "unreachable"
-            await wait_for(pilot, lambda: row_of(app, storm)[2].startswith("M1"))
+            await wait_for(pilot, lambda: row_of(app, storm)[2].startswith("CRIT M1"))
             assert row_of(app, idle)[2] == "ok" and row_of(app, down)[2] == "-"
             for _ in range(3):  # target -> state -> running -> waiting
                 await pilot.press("s")
             assert app.screen.sort_key == "waiting"
+            labels = [str(c.label) for c in app.screen.query_one(DataTable).columns.values()]
+            assert "wait ▼" in labels and "run" in labels  # the sorted column is marked
             order = [row[0] for row in table_rows(app) if not row[0].startswith(" ")]
             assert order == [shown(url) for url in (dp, storm, idle, down)]  # 20, 10, 0, unknown
             await pilot.press("slash", *"unreach")
@@ -84,7 +86,7 @@ async def test_fleet_table_sorts_filters_splits_engines_and_drills_in() -> None:
             table.move_cursor(row=[row[0] for row in table_rows(app)].index(shown(storm)))
             await pilot.press("enter")
             assert not isinstance(app.screen, FleetScreen)
-            await wait_for(pilot, lambda: storm in header(app))
+            await wait_for(pilot, lambda: shown(storm) in header(app))
             await pilot.press("escape")
             assert isinstance(app.screen, FleetScreen)
 

@@ -41,10 +41,6 @@ def test_storm(snap_compare: SnapCompare) -> None:
     assert snap_compare(app_on(STORM), terminal_size=WIDE, run_before=loaded)
 
 
-def test_storm_at_80x24(snap_compare: SnapCompare) -> None:
-    assert snap_compare(app_on(STORM), terminal_size=SMALL, run_before=loaded)
-
-
 def test_storm_no_color(snap_compare: SnapCompare, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NO_COLOR", "1")
     assert snap_compare(app_on(STORM), terminal_size=MEDIUM, run_before=loaded)
@@ -107,7 +103,3 @@ def test_no_snapshot_depends_on_the_local_zone() -> None:
 
 def test_fleet_table(snap_compare: SnapCompare) -> None:
     assert snap_compare(fleet_app(), terminal_size=MEDIUM, run_before=loaded)
-
-
-def test_fleet_table_at_80x24(snap_compare: SnapCompare) -> None:
-    assert snap_compare(fleet_app(), terminal_size=SMALL, run_before=loaded)

@@ -180,4 +180,4 @@ def test_not_prometheus_and_unreachable_are_clear_errors() -> None:
 def test_diagnose_cli_without_prometheus_exits_3(capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["diagnose", "--prometheus", "http://127.0.0.1:9", "--since", "5m"])
     assert code == 3
-    assert "vtop diagnose: http://127.0.0.1:9" in capsys.readouterr().err
+    assert "vtop: error: http://127.0.0.1:9" in capsys.readouterr().err

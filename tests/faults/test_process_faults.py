@@ -15,12 +15,13 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.support import fake_server
 from tests.support.fake_server import Handler
 from tests.support.vllm_harness.server import free_port
 from tests.support.vtop_cli import Ran, vtop
 from vtop.core.manage.process import kernel_start_time
 
-FAKE = Path(__file__).with_name("fake_server.py")
+FAKE = Path(fake_server.__file__)
 
 
 def serve_fake(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+import re
 import time
 from collections.abc import Callable
 
@@ -37,3 +39,20 @@ def header(app: VtopApp) -> str:
 def banner(app: VtopApp) -> str | None:
     widget = app.query_one(Banner)
     return str(widget.render()) if widget.has_class("-shown") else None
+
+
+def screen_text(app: VtopApp) -> str:
+    """What the terminal shows now, as text (rows from the SVG screenshot)."""
+    svg = app.export_screenshot()
+    rows: dict[float, list[tuple[float, str]]] = {}
+    for match in re.finditer(
+        r'<text class="[^"]*" x="([\d.]+)" y="([\d.]+)"[^>]*>(.*?)</text>', svg
+    ):
+        rows.setdefault(float(match[2]), []).append((float(match[1]), html.unescape(match[3])))
+    lines = ("".join(part for _, part in sorted(rows[y])) for y in sorted(rows))
+    return "\n".join(lines).replace("\xa0", " ")
+
+
+def on_screen(needle: str, text: str) -> bool:
+    """True when `needle` is shown, even wrapped over lines (spacing compared loosely)."""
+    return " ".join(needle.split()) in " ".join(text.split())

@@ -246,16 +246,16 @@ class VtopApp(Actions):
         screen.query_one(Header).parts = shown.header
         if status.paused and not even_paused:
             return
-        self._push(screen, shown)
+        self._push(screen, shown, force=even_paused)
 
-    def _push(self, screen: Screen[object], shown: Shown) -> None:
-        """Every panel of the dashboard from one state."""
+    def _push(self, screen: Screen[object], shown: Shown, force: bool) -> None:
+        """Every panel of the dashboard from one state (charts redrawn when `force`)."""
         screen.query_one(ActionLine).text = shown.action
         screen.query_one(Banner).say(shown.banner)
         self.refreshes += 1
         full = not self.settings.low_redraw or self.refreshes % LOW_REDRAW_EVERY == 1
         if shown.target is not None and full:
-            self._draw_charts(shown)
+            self._draw_charts(shown, force)
         screen.query_one(FindingsPanel).show(shown.triage, shown.no_finding, shown.stale_note)
         screen.query_one(GpuPanel).show(self.session.gpu, self.vllm_pids)
         screen.query_one(EventLog).show(self.session.marks)

@@ -15,7 +15,7 @@ HELP = """\
 Keys
   q          quit (a server vtop started keeps running)
   p          pause / resume the display (polling continues, nothing is lost)
-  + / -      poll faster / slower
+  + / -      poll faster / slower (in a replay: play faster / slower)
   1 ... 9    show or hide a panel:
              1 requests  2 KV cache  3 preemptions  4 TTFT histogram  5 TTFT over time
              6 throughput  7 latency (ITL, queue, prefill)  8 prefix cache  9 GPUs
@@ -26,10 +26,14 @@ Keys
   r          restart the server vtop started, same flags (asks first)
   e / Enter  explain the highlighted finding: evidence, flag change, why, expected effect
   tab        move between the findings list and the charts
-  / ctrl+p   command palette
+  ctrl+p     command palette (bundle, replay, fleet, panels, screenshot)
   t          next endpoint (when watching several)
-  f / Esc    the fleet table (Esc only when watching several)
+  f          the fleet table, and back; Esc goes to it when watching several
   ?          this help
+
+The line under the header is the primary finding's action: severity, rule, title and the
+first flag change. When the data stops, it and the findings say so ("UNREACHABLE, last data
+2m ago; last seen: ...") instead of showing the last warning as current.
 
 Fleet table (several URLs, or --prometheus)
   Enter      open the server's dashboard
@@ -38,6 +42,7 @@ Fleet table (several URLs, or --prometheus)
 
 Replay (vtop replay FILE, vtop demo)
   p          pause / resume playback
+  + / -      faster / slower (x0.25 ... x100)
   [ / ]      one frame back / forward (pauses)
   { / }      60 s back / forward
   s          speed: x1, x10, as fast as possible
