@@ -12,14 +12,17 @@ from vtop.core.rules.loader import load_rules
 from vtop.text.plain import run_plain
 
 
-def feed_of(*urls: str) -> LiveFeed:
-    return LiveFeed([VllmHttpSource(url, ScrapeOptions(timeout_s=2)) for url in urls], None, 0.05)
+def feed_of(*urls: str, interval: float = 0.05) -> LiveFeed:
+    """A live feed of real local servers (with several, a tick waits 80% of the interval)."""
+    sources = [VllmHttpSource(url, ScrapeOptions(timeout_s=2)) for url in urls]
+    return LiveFeed(sources, None, interval)
 
 
 async def test_plain_prints_one_line_per_target_per_tick() -> None:
     lines: list[str] = []
     with serving(Canned(body=fixture("underload"))) as good, serving(Canned(status=500)) as bad:
-        code = await run_plain(feed_of(good, bad), load_rules(), Settings(), None, 2, lines.append)
+        feed = feed_of(good, bad, interval=0.5)
+        code = await run_plain(feed, load_rules(), Settings(), None, 2, lines.append)
     assert code == 3  # one target failed
     assert len(lines) == 4
     ok_line = next(line for line in lines if good in line)

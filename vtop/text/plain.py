@@ -55,16 +55,16 @@ async def run_plain(
     emit: Callable[[str], None] = print,
 ) -> int:
     """Lines for every frame until `ticks` frames (forever when None); exit code 0 when every
-    target answered the last scrape, else 3."""
+    target's last scrape succeeded, else 3."""
     options = DiagnoseOptions(settings.window_s, settings.interval_s, settings.vllm_args, log_text)
-    session, ok = Session(rules, options), False
+    session = Session(rules, options)
     try:
         async for frame in sample(feed, count=ticks):
             session.ingest(frame)
-            ok = all(scrape.ok for scrape in frame.scrapes)
             stamp = time.strftime("%H:%M:%S", time.localtime(frame.timestamp))
             for line in describe_frame(session, frame):
                 emit(f"{stamp} {line}")
     finally:
         await feed.close()
-    return 0 if ok else 3
+    answered = [t.last_scrape is not None and t.last_scrape.ok for t in session.targets.values()]
+    return 0 if answered and all(answered) else 3

@@ -1,0 +1,100 @@
+"""The command line as users type it (subprocesses): help, typos, errors, pipes, the config
+file and VTOP_* honoured by every command, recording windows, shell completion."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.hostile import hostile, trickle
+from tests.support.vtop_cli import ROOT, vtop
+from vtop.cli.commands import COMMANDS
+from vtop.cli.dashboard import monitor_parser
+
+DEMO = ROOT / "vtop" / "demo" / "storm.vtoprec"
+
+
+def test_help_lists_every_command_in_one_line_each() -> None:
+    ran = vtop("--help")
+    assert ran.code == 0
+    for name, command in COMMANDS.items():
+        assert any(
+            line.split()[:1] == [name] and command.summary in line for line in ran.out.splitlines()
+        ), name
+
+
+@pytest.mark.parametrize(
+    ("typo", "meant"), [("diagnoze", "diagnose"), ("demoo", "demo"), ("replya", "replay")]
+)
+def test_a_word_close_to_a_command_is_a_typo_not_a_host(typo: str, meant: str) -> None:
+    ran = vtop(typo)
+    assert ran.code == 2 and f"did you mean '{meant}'" in ran.err and "Traceback" not in ran.err
+    assert ran.err.startswith("vtop: error: ")
+
+
+def test_every_flag_of_every_command_has_help() -> None:
+    parsers = [monitor_parser(), *(c.argument_parser() for c in COMMANDS.values())]
+    for parser in parsers:
+        for action in parser._actions:
+            if action.option_strings and action.dest != "help":
+                assert action.help, (parser.prog, action.option_strings)
+
+
+def test_a_closed_pipe_ends_quietly() -> None:
+    done = subprocess.run(
+        [
+            "bash",
+            "-c",
+            f'{sys.executable} -m vtop rules export | head -1; echo "rc=${{PIPESTATUS[0]}}"',
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
+    assert (
+        "rc=0" in done.stdout and "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr
+    )
+
+
+def test_plain_and_diagnose_honour_the_config_file_and_the_environment(tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    with hostile(trickle(sized=True)) as url:
+        config.write_text(f'urls = ["{url}"]\ntimeout_s = 1.5\n')
+        plain = vtop("--plain", "--once", "--samples", "1", env={"VTOP_CONFIG": str(config)})
+        assert plain.code == 3 and url in plain.out and "within 1.5 s" in plain.out, plain.text
+        env = {"VTOP_CONFIG": str(config), "VTOP_TIMEOUT": "1"}
+        diagnosed = vtop("diagnose", url, "--window", "1", "--no-gpu", env=env)
+        assert diagnosed.code == 3 and "within 1 s" in diagnosed.out, diagnosed.text
+        flagged = vtop("diagnose", url, "--window", "1", "--no-gpu", "--timeout", "2", env=env)
+        assert "within 2 s" in flagged.out, flagged.text  # a flag given wins over both
+
+
+def test_a_missing_vtop_config_is_an_error_for_every_command(tmp_path: Path) -> None:
+    env = {"VTOP_CONFIG": str(tmp_path / "nope.toml")}
+    for argv in (("diagnose", str(DEMO), "--no-gpu"), ("--plain", "--once"), ("record", "-o", "x")):
+        ran = vtop(*argv, env=env)
+        assert ran.code == 2 and "nope.toml: no such file" in ran.err, (argv, ran.text)
+
+
+def test_diagnose_a_recording_between_from_and_to() -> None:
+    ran = vtop("diagnose", str(DEMO), "--from", "10", "--to", "70", "--json", "--no-gpu")
+    report = json.loads(ran.out)
+    assert 55 <= report["window_s"] <= 60 and report["primary"]["id"] == "M1"
+    empty = vtop("diagnose", str(DEMO), "--from", "100000", "--no-gpu")
+    assert empty.code == 3 and "holds 0 frame(s)" in empty.err
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+def test_shell_completion_knows_the_commands_and_their_flags(shell: str, tmp_path: Path) -> None:
+    ran = vtop("completion", shell)
+    assert ran.code == 0 and "diagnose" in ran.out
+    assert ("-l window" if shell == "fish" else "--window") in ran.out
+    if shell == "bash":
+        script = tmp_path / "vtop.bash"
+        script.write_text(ran.out)
+        assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
