@@ -20,7 +20,10 @@ ACTION = "CRITICAL M1[engine 0] preemption storm"
 FLAG_DIFF = "--max-num-seqs 16 -> 1"
 
 
-def showing(*needles: str, then: Callable[[Pilot[int]], Awaitable[None]] | None = None):
+Step = Callable[[Pilot[int]], Awaitable[None]]
+
+
+def showing(*needles: str, then: Step | None = None) -> Step:
     """A run_before that loads the frames, acts, then asserts the needles are on screen."""
 
     async def check(pilot: Pilot[int]) -> None:
