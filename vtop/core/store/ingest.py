@@ -1,0 +1,236 @@
+"""Writing frames into the rings: columns when a scrape is shaped like the last one, else
+sample by sample with resets, defects, aliases and restarts detected."""
+
+from __future__ import annotations
+
+import math
+from operator import itemgetter
+
+from vtop.core.catalog import sample_type
+from vtop.core.frame import Event, EventKind, Frame, SampleColumns, Series, TargetScrape
+from vtop.core.ingest.exposition import family_of
+from vtop.core.store.gpu_series import gpu_scrape
+from vtop.core.store.rings import (
+    INSTANCE,
+    KEPT_PREFIXES,
+    KNOWN_PER_SAMPLE,
+    NAN,
+    OTHER_MAX_SERIES,
+    PID,
+    PROCESS_START,
+    STARTS_KEPT,
+    Rings,
+    _Columns,
+    _Known,
+    _note,
+    _possible,
+    _TargetState,
+    _Track,
+    is_cumulative,
+)
+
+
+class IngestingRings(Rings):
+    """Rings that frames are written into."""
+
+    def ingest(self, frame: Frame) -> list[Event]:
+        """Add one frame as a new tick; return events it revealed (resets, limits)."""
+        if self.tick >= 0 and frame.timestamp <= self._times[self.tick % self.capacity]:
+            raise ValueError(f"frame at {frame.timestamp} is not after the previous tick")
+        self.tick += 1
+        self._times[self.tick % self.capacity] = frame.timestamp
+        self._tick_lookups.clear()
+        self._oldest = max(0, self.tick - self.capacity + 1)
+        events: list[Event] = []
+        scrapes = frame.scrapes if frame.gpu is None else (*frame.scrapes, gpu_scrape(frame.gpu))
+        for scrape in scrapes:
+            if scrape.ok:
+                events.extend(self._ingest_scrape(scrape, frame.timestamp))
+        return events
+
+    def _ingest_scrape(self, scrape: TargetScrape, timestamp: float) -> list[Event]:
+        """Write one target's samples at the current tick."""
+        state = self._targets.setdefault(scrape.target, _TargetState(known={}))
+        state.last_ok_tick = self.tick
+        if self._ingest_columns(state, scrape):
+            self.columns_written += 1
+            return []
+        if state.columns is not None:
+            state.columns.settle()
+        restarted = self._restarted(state, scrape)
+        state.defects = {}
+        resets, dropped_before = 0, self.dropped_series
+        aliases: list[tuple[_Known, float]] = []
+        for sample in scrape.samples:
+            known = state.known.get(id(sample.series))
+            if known is None or known.raw is not sample.series:
+                known = self._resolve(state, scrape, sample.series)
+            if known.alias or known.fold:
+                aliases.append((known, sample.value))
+            else:
+                resets += self._write(known, sample.value, restarted, state)
+        for known, value in aliases:
+            track = known.track or self._tracks.get(known.series)
+            if track is None or track.last_tick != self.tick:
+                resets += self._write(known, value, restarted, state)
+            elif known.fold:
+                row = self.tick % self.capacity
+                track.values[row] = max(track.values[row], value)
+        state.columns = self._columns(state, scrape) if not aliases and self.column_writes else None
+        return self._events(scrape.target, timestamp, restarted, resets, dropped_before)
+
+    def _ingest_columns(self, state: _TargetState, scrape: TargetScrape) -> bool:
+        """Write a scrape shaped like the target's last one at once; False when it is not
+        (new or missing series, a gap, a restart or a counter reset: the sample path)."""
+        columns = state.columns
+        if columns is None or columns.tick != self.tick - 1:
+            return False
+        samples = scrape.samples
+        if isinstance(samples, SampleColumns):
+            if samples.series is not columns.raw and samples.series != columns.raw:
+                return False
+            columns.raw, values = samples.series, samples.values
+        elif tuple(map(itemgetter(0), samples)) == columns.raw:
+            values = list(map(itemgetter(1), samples))
+        else:
+            return False
+        if columns.start_index is not None and values[columns.start_index] != state.process_start:
+            return False
+        return columns.write(values, self.tick, self.tick % self.capacity)
+
+    def _columns(self, state: _TargetState, scrape: TargetScrape) -> _Columns | None:
+        """The columns of a scrape just written, when every sample has its own ring."""
+        samples = scrape.samples
+        raw = samples.series if isinstance(samples, SampleColumns) else tuple(s[0] for s in samples)
+        knowns = [state.known.get(id(series)) for series in raw]
+        tracks = [known.track for known in knowns if known is not None and known.track]
+        if len(tracks) != len(raw) or len(set(map(id, tracks))) != len(tracks):
+            return None
+        return _Columns(raw, tracks, self.tick)
+
+    def _restarted(self, state: _TargetState, scrape: TargetScrape) -> bool:
+        """True when the target's process start time changed since its last scrape (and note
+        a start time coming back: the URL alternates between processes)."""
+        start = next((s.value for s in scrape.samples if s.series.name == PROCESS_START), None)
+        previous, state.process_start = state.process_start, start
+        changed = previous is not None and start is not None and start != previous
+        if start is not None and (not state.starts or state.starts[-1] != start):
+            if start in state.starts:
+                state.alternating_tick = self.tick
+            state.starts = [*state.starts[-STARTS_KEPT + 1 :], start]
+        return changed
+
+    def alternating(self, target: str, now: float, window: float) -> int:
+        """How many processes answer the target's URL in turn, 0 when one does: a start time
+        that came back within `window` of `now` (a load balancer in front of several)."""
+        state = self._targets.get(target)
+        if state is None or state.alternating_tick < self.oldest_tick:
+            return 0
+        if self.time_of(state.alternating_tick) < now - window:
+            return 0
+        return len(set(state.starts))
+
+    def defects(self, target: str) -> dict[str, list[Series]]:
+        """Defects of the target's last scrape by kind, with the first few raw series (see
+        `_write`)."""
+        state = self._targets.get(target)
+        return dict(state.defects) if state is not None else {}
+
+    def _resolve(self, state: _TargetState, scrape: TargetScrape, raw: Series) -> _Known:
+        """Canonical name, instance label and cumulativeness of a new raw series."""
+        canonical, alias = self._normalizer.normalize(raw)
+        _, metric_type = family_of(raw.name, scrape.metric_types)
+        if metric_type == "untyped":
+            metric_type = sample_type(canonical.name)
+        fold = metric_type == "gauge" and canonical.label(PID) is not None
+        if fold:
+            canonical = Series(canonical.name, canonical.without(frozenset({PID})))
+        if canonical.label(INSTANCE) is None:
+            canonical = canonical.with_label(INSTANCE, scrape.target)
+        if len(state.known) >= min(
+            2 * self.max_series, KNOWN_PER_SAMPLE * len(scrape.samples) + 1000
+        ):
+            state.known.clear()
+        known = _Known(raw, canonical, alias, is_cumulative(raw.name, metric_type), fold)
+        state.known[id(raw)] = known
+        return known
+
+    def _write(self, known: _Known, value: float, restarted: bool, state: _TargetState) -> int:
+        """Store one value at the current tick; return 1 if it was a counter reset.
+
+        A vLLM value no metric can have (NaN, infinite, negative, a usage ratio above 1) is
+        stored as absent; a series written twice in one scrape keeps its first value; a counter
+        that goes down while the process start time is known and unchanged is a defect of the
+        endpoint, not a restart: its previous value is held. Each is noted in `state.defects`.
+        """
+        track = known.track
+        if track is None:
+            track = known.track = self._tracks.get(known.series) or self._new_track(known)
+            if track is None:
+                return 0
+        if track.last_tick == self.tick:
+            _note(state, "duplicate series", known)
+            return 0
+        if track.last_tick < self.tick - 1:
+            self._fill_gap(track)
+        if known.vllm and not _possible(known.series.name, value):
+            _note(state, "impossible value", known)
+            value = NAN
+        reset = 0
+        if track.cumulative and not math.isnan(value):
+            previous = track.last_raw
+            if not math.isnan(previous) and (value < previous or restarted):
+                if not restarted and state.process_start is not None:
+                    _note(state, "counter went backwards", known)
+                    value = previous
+                else:
+                    track.record_reset(self.tick, previous, self.oldest_tick)
+                    reset = 1
+            track.last_raw = value
+        track.values[self.tick % self.capacity] = value
+        track.last_tick = self.tick
+        return reset
+
+    def _new_track(self, known: _Known) -> _Track | None:
+        """Create a series ring, unless the series limit is reached."""
+        other = (
+            not known.series.name.startswith(KEPT_PREFIXES) and known.series.name != PROCESS_START
+        )
+        if len(self._tracks) >= self.max_series or (
+            other and self._other_series >= min(OTHER_MAX_SERIES, self.max_series // 2)
+        ):
+            self.dropped_series += 1
+            return None
+        self._other_series += other
+        track = _Track(self.capacity, known.cumulative, self.tick)
+        self._tracks[known.series] = track
+        self._by_name.setdefault(known.series.name, []).append(known.series)
+        key = (known.series.name, known.series.label(INSTANCE))
+        self._by_instance.setdefault(key, []).append(known.series)
+        return track
+
+    def _fill_gap(self, track: _Track) -> None:
+        """Mark ticks between the series' last value and now as absent."""
+        start = max(track.last_tick + 1, self.tick - self.capacity + 1)
+        for tick in range(start, self.tick):
+            track.values[tick % self.capacity] = NAN
+
+    def _events(
+        self, target: str, timestamp: float, restarted: bool, resets: int, dropped_before: int
+    ) -> list[Event]:
+        """Events for one target's ingest."""
+        events: list[Event] = []
+        if restarted:
+            events.append(Event(timestamp, EventKind.RESTART, target, "process start time changed"))
+        if resets:
+            message = f"{resets} counters reset (vLLM restarted?)"
+            events.append(Event(timestamp, EventKind.COUNTER_RESET, target, message))
+        if self.dropped_series > dropped_before:
+            message = (
+                f"series limit reached ({self.max_series} in all, {OTHER_MAX_SERIES} not from "
+                "vLLM); new series dropped"
+            )
+            events.append(Event(timestamp, EventKind.SERIES_LIMIT, target, message))
+        return events
+
+    # ticks ------------------------------------------------------------------

@@ -1,0 +1,373 @@
+"""Bounded ring buffers of every series: one ring of tick times shared by all series, one
+float64 per tick per series (NaN = absent), so memory is 8 bytes x capacity x series whatever
+the uptime. Counters keep a short list of reset offsets, so an increase is one subtraction.
+This module holds the rings and the reads of one tick; `ingest` writes them, `store` queries
+windows. Nothing here reads a clock.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from array import array
+from bisect import bisect_right
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from operator import lt
+
+from vtop.core.catalog import Normalizer
+from vtop.core.frame import Labels, Series
+from vtop.core.ingest.exposition import picker
+
+NAN = math.nan
+INSTANCE = "instance"
+PROCESS_START = "process_start_time_seconds"
+PID = "pid"
+"""Per-process gauge copies (vLLM 0.11.x with --api-server-count > 1) carry this label; vLLM
+later exposes one value ("mostrecent"), so vtop folds them into one series, keeping the largest
+(the API servers that receive no engine stats report 0)."""
+DEFAULT_CAPACITY = 3600
+DEFAULT_MAX_SERIES = 50_000
+OTHER_MAX_SERIES = 2_000
+"""Series that are not vLLM's (nor vtop's GPU or restart series) share this smaller cap: a
+payload's junk, however much of it comes first, never costs a vLLM series its ring."""
+KEPT_PREFIXES = ("vllm:", "nvml:")
+STARTS_KEPT = 16
+KNOWN_PER_SAMPLE = 4
+"""A target's resolved-series cache is dropped once it holds this many entries per sample of
+the current scrape (a payload whose series change every scrape would otherwise fill it)."""
+AT_MOST_ONE = frozenset({"vllm:kv_cache_usage_perc"})
+"""Ratios that cannot exceed 1 (a little above, from float rounding, is tolerated)."""
+DEFAULT_STALE_AFTER_S = 30.0
+MAX_TICK_LOOKUPS = 4096
+
+Matchers = Mapping[str, str]
+Measure = Callable[[Series, float, float], float | None]
+
+
+def _possible(name: str, value: float) -> bool:
+    """Whether a vLLM series can have this value."""
+    if not 0 <= value < math.inf:
+        return False
+    return value <= 1.000001 if name in AT_MOST_ONE else True
+
+
+DEFECTS_KEPT = 5
+
+
+def _note(state: _TargetState, kind: str, known: _Known) -> None:
+    """Remember a defect of this scrape (the first few series of each kind)."""
+    found = state.defects.setdefault(kind, [])
+    if len(found) < DEFECTS_KEPT:
+        found.append(known.raw)
+
+
+def _group(series: Series, keep: frozenset[str]) -> Labels:
+    """The series' labels restricted to `keep` (a `by` grouping)."""
+    return tuple(pair for pair in series.labels if pair[0] in keep)
+
+
+class SeriesState(enum.Enum):
+    """Whether a series has a current value; absent and stale are not zero."""
+
+    FRESH = "fresh"
+    STALE = "stale"
+    ABSENT = "absent"
+
+
+def is_cumulative(sample_name: str, metric_type: str) -> bool:
+    """True for samples that only grow between restarts (counters, histogram/summary totals)."""
+    if metric_type == "counter":
+        return not sample_name.endswith("_created")
+    if metric_type == "histogram":
+        return sample_name.endswith(("_bucket", "_count", "_sum"))
+    if metric_type == "summary":
+        return sample_name.endswith(("_count", "_sum"))
+    return False
+
+
+class _Track:
+    """Ring of values of one series."""
+
+    __slots__ = (
+        "cumulative",
+        "first_tick",
+        "last_raw",
+        "last_tick",
+        "reset_offsets",
+        "reset_ticks",
+        "values",
+    )
+
+    def __init__(self, capacity: int, cumulative: bool, tick: int) -> None:
+        self.values = array("d", [NAN]) * capacity
+        self.cumulative = cumulative
+        self.first_tick = tick
+        self.last_tick = tick - 1
+        self.last_raw = NAN
+        self.reset_ticks: list[int] = []
+        self.reset_offsets: list[float] = []
+        """Cumulative offset in force from each reset tick on."""
+
+    def offset_at(self, tick: int) -> float:
+        """Sum of the pre-reset values of all resets at or before `tick`."""
+        position = bisect_right(self.reset_ticks, tick)
+        return self.reset_offsets[position - 1] if position else 0.0
+
+    def record_reset(self, tick: int, previous: float, oldest_tick: int) -> None:
+        """Remember a reset after a last value of `previous`; forget resets out of the ring.
+
+        The newest reset before the ring's oldest tick is kept: the ring starts with its offset.
+        """
+        total = (self.reset_offsets[-1] if self.reset_offsets else 0.0) + previous
+        self.reset_ticks.append(tick)
+        self.reset_offsets.append(total)
+        expired = bisect_right(self.reset_ticks, oldest_tick) - 1
+        if expired > 0:
+            del self.reset_ticks[:expired]
+            del self.reset_offsets[:expired]
+
+
+class _Known:
+    """A target's raw series resolved to its stored identity and ring."""
+
+    __slots__ = ("alias", "cumulative", "fold", "raw", "series", "track", "vllm")
+
+    def __init__(
+        self, raw: Series, series: Series, alias: bool, cumulative: bool, fold: bool = False
+    ) -> None:
+        self.raw = raw
+        self.series = series
+        self.alias = alias
+        self.cumulative = cumulative
+        self.fold = fold
+        """One of several per-process copies of a gauge (a `pid` label): the largest is kept."""
+        self.vllm = series.name.startswith("vllm:")
+        """vLLM's values are counts, tokens, seconds and ratios: never negative or infinite."""
+        self.track: _Track | None = None
+
+
+class _Columns:
+    """A target's last scrape as columns: its raw series in order and the rings they fill.
+
+    When the next scrape has the same series in the same order (the usual case: only values
+    move), it is written column by column without resolving a series or checking a reset one
+    sample at a time. The counters' last raw values are kept here, not in each ring, until
+    the sample path takes over again (`settle`).
+    """
+
+    __slots__ = (
+        "cumulative",
+        "last_grown",
+        "pick_checked",
+        "pick_cumulative",
+        "pick_ratios",
+        "raw",
+        "start_index",
+        "tick",
+        "tracks",
+    )
+
+    def __init__(self, raw: Sequence[Series], tracks: list[_Track], tick: int) -> None:
+        self.raw = raw
+        self.tracks = tracks
+        self.tick = tick
+        indices = [i for i, track in enumerate(tracks) if track.cumulative]
+        self.cumulative = [tracks[i] for i in indices]
+        self.pick_cumulative = picker(indices)
+        checked = [i for i, series in enumerate(raw) if series.name.startswith("vllm:")]
+        self.pick_checked = picker(checked) if checked else None
+        ratios = [i for i, series in enumerate(raw) if series.name in AT_MOST_ONE]
+        self.pick_ratios = picker(ratios) if ratios else None
+        self.last_grown = tuple(track.last_raw for track in self.cumulative)
+        self.start_index = next(
+            (i for i, series in enumerate(raw) if series.name == PROCESS_START), None
+        )
+
+    def write(self, values: list[float], tick: int, row: int) -> bool:
+        """Write one scrape's values at `tick`; False (nothing written) if a counter went down
+        or a vLLM value is impossible (the sample path then judges each one)."""
+        if self.pick_checked is not None:
+            checked: tuple[float, ...] = self.pick_checked(values)
+            total = sum(checked)
+            if not (total == total and total < math.inf and min(checked) >= 0):
+                return False
+        if self.pick_ratios is not None and max(self.pick_ratios(values)) > 1.000001:
+            return False
+        if self.cumulative:
+            grown = self.pick_cumulative(values)
+            if any(map(lt, grown, self.last_grown)):
+                return False
+            self.last_grown = grown
+        for track, value in zip(self.tracks, values, strict=True):
+            track.values[row] = value
+            track.last_tick = tick
+        self.tick = tick
+        return True
+
+    def settle(self) -> None:
+        """Give the rings their counters' last raw values back (the sample path reads them)."""
+        for track, value in zip(self.cumulative, self.last_grown, strict=True):
+            track.last_raw = value
+
+
+@dataclass
+class _TargetState:
+    """Per-target caches and restart detection.
+
+    `known` is keyed by the id of the parser's Series objects, which the parser reuses across
+    ticks: an int lookup instead of hashing nested label tuples. The entry keeps its Series
+    alive, so the id cannot be reused while the entry exists.
+    """
+
+    known: dict[int, _Known]
+    last_ok_tick: int = -1
+    process_start: float | None = None
+    columns: _Columns | None = None
+    starts: list[float] = field(default_factory=list)
+    """Process start times seen, newest last (at most STARTS_KEPT): one coming back means the
+    URL alternates between processes (a load balancer), not that vLLM restarted."""
+    defects: dict[str, list[Series]] = field(default_factory=dict)
+    """Defects of this scrape by kind (impossible value, duplicate, counter going back): the
+    first few raw series of each."""
+    alternating_tick: int = -1
+    """The last tick at which a process start time seen before came back."""
+
+
+class Rings:
+    """The rings of every series, their ticks, and what one tick holds."""
+
+    def __init__(
+        self,
+        capacity: int = DEFAULT_CAPACITY,
+        max_series: int = DEFAULT_MAX_SERIES,
+        stale_after_s: float = DEFAULT_STALE_AFTER_S,
+        column_writes: bool = True,
+    ) -> None:
+        self.capacity = capacity
+        self.column_writes = column_writes
+        """False: every sample takes the one-by-one path (the reference columns are tested on)."""
+        self.max_series = max_series
+        self.stale_after_s = stale_after_s
+        self.tick = -1
+        self.dropped_series = 0
+        self._other_series = 0
+        self.columns_written = 0
+        """Scrapes written as columns (shaped like the target's previous one)."""
+        self._times = array("d", [NAN]) * capacity
+        self._tracks: dict[Series, _Track] = {}
+        self._by_name: dict[str, list[Series]] = {}
+        self._by_instance: dict[tuple[str, str | None], list[Series]] = {}
+        """Series by (name, instance): a fleet's per-server queries touch only their own."""
+        self._targets: dict[str, _TargetState] = {}
+        self._normalizer = Normalizer()
+        self._tick_lookups: dict[float, int | None] = {}
+        self._oldest = 0
+
+    # ingest -----------------------------------------------------------------
+
+    @property
+    def oldest_tick(self) -> int:
+        """The oldest tick still in the ring."""
+        return self._oldest
+
+    def time_of(self, tick: int) -> float:
+        """Timestamp of a tick in the ring."""
+        return self._times[tick % self.capacity]
+
+    def tick_at_or_before(self, when: float) -> int | None:
+        """The newest tick at or before `when`, None when all ticks are later or gone.
+
+        Remembered until the next tick: one evaluation asks for the same few times thousands
+        of times.
+        """
+        if when in self._tick_lookups:
+            return self._tick_lookups[when]
+        found = None
+        if self.tick >= 0:
+            ticks = range(self.oldest_tick, self.tick + 1)
+            position = bisect_right(ticks, when, key=self.time_of)
+            found = None if position == 0 else ticks[position - 1]
+        if len(self._tick_lookups) < MAX_TICK_LOOKUPS:
+            self._tick_lookups[when] = found
+        return found
+
+    def value(self, series: Series, tick: int) -> float:
+        """The stored value of a series at a tick (NaN when absent)."""
+        track = self._tracks.get(series)
+        return NAN if track is None else self._at(track, tick)
+
+    def _at(self, track: _Track, tick: int) -> float:
+        """A ring's value at a tick (NaN when absent or out of the ring)."""
+        if not track.first_tick <= tick <= track.last_tick or tick < self._oldest:
+            return NAN
+        return track.values[tick % self.capacity]
+
+    def corrected(self, series: Series, tick: int) -> float:
+        """The value at a tick plus the counter resets before it (monotonic for counters)."""
+        track = self._tracks.get(series)
+        return NAN if track is None else self._corrected(track, tick)
+
+    def _corrected(self, track: _Track, tick: int) -> float:
+        """A ring's value at a tick plus its counter resets before it."""
+        stored = self._at(track, tick)
+        return stored + track.offset_at(tick) if track.reset_ticks else stored
+
+    # selection --------------------------------------------------------------
+
+    def names(self) -> list[str]:
+        """Every metric name held."""
+        return sorted(self._by_name)
+
+    def select(self, name: str, matchers: Matchers | None = None) -> list[Series]:
+        """Series of `name` whose labels equal every matcher."""
+        if matchers and INSTANCE in matchers:
+            found = self._by_instance.get((name, matchers[INSTANCE]), [])
+        else:
+            found = self._by_name.get(name, [])
+        if not matchers:
+            return list(found)
+        wanted = [(k, v) for k, v in matchers.items() if k != INSTANCE]
+        return [series for series in found if all(series.label(k) == v for k, v in wanted)]
+
+    def series_count(self) -> int:
+        """How many series are held."""
+        return len(self._tracks)
+
+    def memory_bytes(self) -> int:
+        """Bytes held by the value rings and the time ring (the bounded part)."""
+        return self.capacity * 8 * (len(self._tracks) + 1)
+
+    # point queries ----------------------------------------------------------
+
+    def state(self, series: Series, now: float) -> SeriesState:
+        """Fresh, stale (not in the latest scrape or too old) or absent (never seen)."""
+        if series not in self._tracks:
+            return SeriesState.ABSENT
+        return SeriesState.STALE if self.latest(series, now) is None else SeriesState.FRESH
+
+    def latest(self, series: Series, now: float) -> float | None:
+        """The value as exposed in the newest tick at or before `now`; None when absent or stale.
+
+        Stale: the newest tick lacks the series (its scrape failed or it vanished), or that tick
+        is older than `stale_after_s`.
+        """
+        tick = self.tick_at_or_before(now)
+        if tick is None or self.time_of(tick) < now - self.stale_after_s:
+            return None
+        stored = self.value(series, tick)
+        return None if math.isnan(stored) else stored
+
+    def last_known(self, series: Series) -> tuple[float, float] | None:
+        """(time, value) of the newest value ever seen, however old."""
+        track = self._tracks.get(series)
+        if track is None or track.last_tick < self.oldest_tick:
+            return None
+        return self.time_of(track.last_tick), track.values[track.last_tick % self.capacity]
+
+    def target_last_ok(self, target: str) -> float | None:
+        """Time of the target's last successful scrape."""
+        state = self._targets.get(target)
+        if state is None or state.last_ok_tick < self.oldest_tick:
+            return None
+        return self.time_of(state.last_ok_tick)
