@@ -24,7 +24,7 @@ from vtop.core.manage.apply import Applied, apply_and_verify
 from vtop.core.manage.bench import Bench, BenchConfig, Lengths
 from vtop.core.manage.process import ServerState, is_alive, managed, read_log, reap
 from vtop.core.manage.tune import TuneOptions, measure_window, measurement, tune
-from vtop.core.manage.tuning import Measurement
+from vtop.core.manage.verdict import Measurement
 from vtop.core.rules.engine import ProposedChange
 from vtop.core.rules.loader import load_rules
 

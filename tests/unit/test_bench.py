@@ -16,11 +16,9 @@ from vtop.core.manage.bench import (
     Bench,
     BenchConfig,
     Lengths,
-    Percentiles,
     PromptMaker,
-    RequestResult,
-    summarize,
 )
+from vtop.core.manage.bench_report import Percentiles, RequestResult, summarize
 
 
 def sse(payload: dict[str, object]) -> bytes:

@@ -13,7 +13,8 @@ from rich.table import Table
 
 from vtop.cli.options import parser as options_parser
 from vtop.core.ingest.sources.vllm_http import API_KEY_ENV, DEFAULT_URL
-from vtop.core.manage.bench import Bench, BenchConfig, BenchReport, Lengths, Percentiles
+from vtop.core.manage.bench import Bench, BenchConfig, Lengths
+from vtop.core.manage.bench_report import BenchReport, Percentiles
 from vtop.core.redact import remembered
 from vtop.core.strict_json import strict_json
 

@@ -78,7 +78,7 @@ def bundle_main(argv: list[str]) -> int:
     if path is not None:
         frames = last_minutes(read_frames(path), args.minutes)
     else:
-        frames = asyncio.run(sampled(live_feed(settings), args.duration))
+        frames = asyncio.run(sampled(live_feed(settings, gpus=not args.no_gpu), args.duration))
     log_text = log_text_of(settings, EXIT_FAILED)
     options = DiagnoseOptions(vllm_args=settings.vllm_args, vllm_log=log_text)
     target = next((s.target for f in frames for s in f.scrapes), args.source)

@@ -58,7 +58,7 @@ def monitor_main(argv: list[str]) -> int:
     settings = settings_from(
         args, urls=tuple(args.urls) or None, prometheus=args.prometheus or None
     )
-    feed = live_feed(settings, args.record)
+    feed = live_feed(settings, args.record, gpus=not args.no_gpu)
     if args.plain or args.once:
         ticks = args.samples if args.once else None
         rules = rules_of(settings)

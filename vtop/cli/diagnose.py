@@ -53,7 +53,6 @@ def diagnose_parser() -> argparse.ArgumentParser:
     diagnose.add_argument("--to", dest="end", type=float, help="recording: up to N s in")
     diagnose.add_argument("--vllm-args", help="the server's `vllm serve` flags, as one string")
     diagnose.add_argument("--vllm-log", type=Path, help="the server's startup log")
-    diagnose.add_argument("--no-gpu", action="store_true", help="do not read NVML")
     diagnose.add_argument("--json", action="store_true", help="print the JSON report")
     diagnose.add_argument(
         "--prometheus", metavar="URL", help="triage every vLLM server a Prometheus server scrapes"

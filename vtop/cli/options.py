@@ -17,7 +17,18 @@ EXIT_RULES = EXIT_USAGE
 
 
 class Formatter(argparse.ArgumentDefaultsHelpFormatter):
-    """Help that shows every flag's default."""
+    """Help that shows every flag's default once: a value, "off" for a switch, or the one its
+    help names in parentheses (flags left unset defer to the config file and environment)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if "(" in text or action.default is argparse.SUPPRESS or not action.option_strings:
+            return text
+        if action.default is None and action.nargs == 0:
+            return f"{text} (default: off)"
+        if action.default in (None, False):
+            return f"{text} (default: {'off' if action.default is False else 'none'})"
+        return f"{text} (default: %(default)s)"
 
 
 def parser(prog: str, description: str, **extra: Any) -> argparse.ArgumentParser:
@@ -34,6 +45,7 @@ def add_target_options(parser: argparse.ArgumentParser) -> None:
         "--insecure", action="store_true", default=None, help="do not verify TLS certificates"
     )
     parser.add_argument("--timeout", type=float, help="whole-scrape deadline in seconds (5)")
+    parser.add_argument("--no-gpu", action="store_true", help="do not read NVML")
 
 
 def add_rules_option(parser: argparse.ArgumentParser) -> None:

@@ -43,7 +43,9 @@ def record_main(argv: list[str]) -> int:
     args = record_parser().parse_args(argv)
     settings = settings_from(args, urls=tuple(args.urls) or None)
     try:
-        count = asyncio.run(record(live_feed(settings), args.output, args.duration))
+        count = asyncio.run(
+            record(live_feed(settings, gpus=not args.no_gpu), args.output, args.duration)
+        )
     except KeyboardInterrupt:
         print(f"stopped; {args.output} holds every complete frame", file=sys.stderr)
         return 0

@@ -12,7 +12,7 @@ from vtop.core.manage.apply import Applied
 from vtop.core.manage.bench import BenchConfig, Lengths
 from vtop.core.manage.process import is_alive, state_dir
 from vtop.core.manage.tune import TuneOptions, tune
-from vtop.core.manage.tuning import comparison_lines
+from vtop.core.manage.verdict import comparison_lines
 
 EXIT_ROLLED_BACK, EXIT_NOTHING = 1, 2
 
@@ -34,10 +34,10 @@ def tune_parser() -> argparse.ArgumentParser:
 def tune_main(argv: list[str]) -> int:
     """Run `vtop tune`."""
     args = tune_parser().parse_args(argv)
+    rules = rules_of(settings_from(args))
     state = pick_server(args.name)
     if not is_alive(state):
         raise CliError(f"{state.name} is not running (pid {state.pid})")
-    rules = rules_of(settings_from(args, urls=(state.url,)))
 
     def load(url: str) -> BenchConfig:
         prompt, output = (

@@ -17,8 +17,9 @@ from vtop.core.ingest.bundle import BundleContents, write_bundle
 from vtop.core.ingest.feeds import Feed
 from vtop.core.manage.apply import Applied, apply_and_verify, switch
 from vtop.core.manage.audit import audit
+from vtop.core.manage.flag_edits import apply_change, argv_diff
 from vtop.core.manage.process import ProcessError, ServerState, state_dir
-from vtop.core.manage.tuning import Measurement, apply_change, argv_diff, comparison_lines, measure
+from vtop.core.manage.verdict import Measurement, comparison_lines, measure
 from vtop.core.rules.engine import Finding, ProposedChange
 from vtop.core.session.session import Session, TargetState, short_key
 from vtop.text.report import json_report

@@ -20,6 +20,7 @@ from vtop.core.session.session import Session, TargetState
 from vtop.core.session.summary import TTFT
 from vtop.ui.chart_data import bucket_counts, line_points, mark_offsets
 from vtop.ui.format import number, seconds
+from vtop.ui.state import prometheus_down
 from vtop.ui.widgets.time_chart import TimeChart
 from vtop.ui.widgets.ttft_histogram import TtftHistogram
 
@@ -127,11 +128,17 @@ def fleet_line(session: Session, mode: str, rows: list[FleetRow], now: float) ->
     live = sum(1 for row in rows if row.state in LIVE)
     triage = session.fleet.triage
     across = ", ".join(short_key_of(f.rule.id, f.labels) for f in triage.findings) if triage else ""
+    down = prometheus_down(session, now)
+    second = (
+        f"{down}; figures are the last read"
+        if down
+        else f"across servers: {across or 'no imbalance'}"
+    )
     return (
         f" {len(session.targets)} servers, {live} live  run {number(total.running)}"
         f"  wait {number(total.waiting)}  gen {number(total.generation_tokens_per_s)} tok/s"
         f"  TTFT p50/p99 {seconds(total.ttft_p50_s)}/{seconds(total.ttft_p99_s)}"
-        f"\n across servers: {across or 'no imbalance'}  {mode}"
+        f"\n {second}  {mode}"
     )
 
 

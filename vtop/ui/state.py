@@ -54,17 +54,11 @@ def build(
     target = targets[target_index % len(targets)] if targets else None
     if target is None:
         head = ("CONNECTING", *_mode(status, now), ", ".join(urls))
+        down = prometheus_down(session, now)
+        banner = None if down is None else f" {down}"
+        waiting = "waiting for the first scrape" if down is None else down
         return Shown(
-            now,
-            status,
-            None,
-            "connecting",
-            head,
-            "waiting for the first scrape",
-            None,
-            None,
-            "No data yet.",
-            None,
+            now, status, None, "connecting", head, waiting, banner, None, "No data yet.", None
         )
     state = target_state(target, now, last_restart(session, target.target))
     stale = None if state in CURRENT else _stale_note(session, target, state, now)
@@ -204,7 +198,7 @@ def banner_text(
         since = f"last data {duration(now - last_ok)} ago" if last_ok else "no data yet"
         retry = f"; retrying in {status.retry_in_s:.0f}s" if status.retry_in_s > 0 else ""
         return f" {target.target} {scrape.status.value}: {scrape.error} ({since}{retry})"
-    down = _prometheus_down(session, now)
+    down = prometheus_down(session, now)
     if down is not None:
         return f" {down}"
     if target.alternating:
@@ -217,7 +211,7 @@ def banner_text(
     return None
 
 
-def _prometheus_down(session: Session, now: float) -> str | None:
+def prometheus_down(session: Session, now: float) -> str | None:
     """The last Prometheus outage, while it lasts (no frame came since)."""
     for mark in reversed(session.marks):
         if mark.kind is EventKind.PROMETHEUS_DOWN:

@@ -20,6 +20,7 @@ import httpx
 from vtop.core.config.startup_failures import explain_failure
 from vtop.core.frame import Event, EventKind
 from vtop.core.manage.audit import audit
+from vtop.core.manage.flag_edits import apply_change, argv_diff
 from vtop.core.manage.process import (
     ProcessError,
     ServerState,
@@ -29,7 +30,7 @@ from vtop.core.manage.process import (
     reap,
     restart,
 )
-from vtop.core.manage.tuning import Measurement, Verdict, apply_change, argv_diff, judge
+from vtop.core.manage.verdict import Measurement, Verdict, judge
 from vtop.core.rules.engine import Finding, ProposedChange
 
 READY_TIMEOUT_S = 900.0

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import Literal, cast, get_args
 
 import yaml
 
@@ -14,9 +15,13 @@ from vtop.core.rules.promql.ast import Expr, selectors
 from vtop.core.rules.promql.parser import PromQLError, parse, parse_duration
 from vtop.core.rules.promql.printer import for_prometheus, to_text
 
-PHASES = ("queue", "memory", "compute", "latency", "config", "gpu", "streaming")
-SEVERITIES = ("info", "warning", "critical")
-SCOPES = ("target", "fleet")
+Phase = Literal["queue", "memory", "compute", "latency", "config", "gpu", "streaming"]
+Severity = Literal["info", "warning", "critical"]
+Scope = Literal["target", "fleet"]
+"""Where a rule is judged: on each server, or across the fleet."""
+PHASES: tuple[Phase, ...] = get_args(Phase)
+SEVERITIES: tuple[Severity, ...] = get_args(Severity)
+SCOPES: tuple[Scope, ...] = get_args(Scope)
 RULE_KEYS = {
     "id",
     "title",
@@ -74,8 +79,8 @@ class Rule:
 
     id: str
     title: str
-    phase: str
-    severity: str
+    phase: Phase
+    severity: Severity
     expr: Expr
     expr_text: str
     for_s: float
@@ -86,7 +91,7 @@ class Rule:
     source: str = ""
     path: str = ""
     line: int = 0
-    scope: str = "target"
+    scope: Scope = "target"
     """`target`: evaluated per server; `fleet`: once over all servers, by `instance`."""
     unless_found: tuple[str, ...] = ()
     """Dropped when any of these rules holds: a finding for what the others leave unexplained."""
@@ -195,8 +200,8 @@ def _rule(node: yaml.Node, located: _Located) -> Rule | None:
     return Rule(
         id=rule_id,
         title=_text(fields["title"]),
-        phase=_text(fields["phase"]),
-        severity=_text(fields["severity"]),
+        phase=cast(Phase, _text(fields["phase"])),
+        severity=cast(Severity, _text(fields["severity"])),
         expr=expr,
         expr_text=_text(fields["expr"]).strip(),
         for_s=for_s,
@@ -207,7 +212,7 @@ def _rule(node: yaml.Node, located: _Located) -> Rule | None:
         source=_text(fields.get("source")),
         path=str(located.path),
         line=node.start_mark.line + 1,
-        scope=_text(fields.get("scope")) or "target",
+        scope=cast(Scope, _text(fields.get("scope")) or "target"),
         unless_found=tuple(_strings(fields.get("unless_found"), located, "unless_found")),
     )
 

@@ -11,7 +11,8 @@ from tests.support.frames import frame_from_text
 from tests.support.storm import CACHE_LABELS, STORM_TICK, storm
 from vtop.core.frame import Frame
 from vtop.core.manage.audit import audit
-from vtop.core.manage.tuning import Measurement, apply_change, argv_diff, judge, measure
+from vtop.core.manage.flag_edits import apply_change, argv_diff
+from vtop.core.manage.verdict import Measurement, judge, measure
 from vtop.core.rules.engine import Finding, ProposedChange
 from vtop.core.rules.loader import load_rules
 from vtop.core.session.diagnose import DiagnoseOptions, diagnose_frames
