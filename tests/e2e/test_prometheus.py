@@ -142,7 +142,7 @@ def test_prometheus_gives_the_fleet_what_direct_scrapes_give(
         argv = ["diagnose", "--prometheus", url, "--since", "60s", "--step", "1s"]
         assert main([*argv, "--json"]) == 2
         report = json.loads(capsys.readouterr().out)
-        assert report["schema"] == "vtop.fleet/1"
+        assert report["schema"] == "vtop.fleet/2"
         assert [f["id"] for f in report["fleet"]["findings"]] == ["B1"]
         assert main(argv) == 2
         text = capsys.readouterr().out

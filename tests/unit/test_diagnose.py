@@ -17,10 +17,11 @@ from vtop.core.config.kv import ModelShape, bytes_per_token, capacity_tokens, ma
 from vtop.core.config.server_config import assemble, from_argv, from_log
 from vtop.core.frame import Frame, ScrapeStatus, TargetScrape
 from vtop.core.ingest.exposition import ExpositionParser
+from vtop.core.rules.engine import ProposedChange
 from vtop.core.rules.loader import load_rules
 from vtop.core.session.diagnose import DiagnoseOptions, diagnose_frames
 from vtop.core.session.session import Session
-from vtop.text.report import json_report, text_report
+from vtop.text.report import json_report, proposed_value, text_report
 
 
 def test_storm_frames_give_a_critical_primary_with_a_flag_diff() -> None:
@@ -31,11 +32,37 @@ def test_storm_frames_give_a_critical_primary_with_a_flag_diff() -> None:
     assert "PRIMARY" in text and "M1 preemption storm" in text
     assert "  - --max-num-seqs 16" in text and "  + --max-num-seqs 1" in text
     report = json_report(diagnosis)
-    assert report["schema"] == "vtop.diagnose/1"
+    assert report["schema"] == "vtop.diagnose/2"
     assert report["primary"]["id"] == "M1"
     assert report["primary"]["changes"][0]["argument"] == "--max-num-seqs 1"
     assert "Q1" in [s["id"] for s in report["primary"]["symptoms"]]
     json.dumps(report)
+
+
+def test_json_types_every_value_for_a_script() -> None:
+    options = DiagnoseOptions(vllm_args="vllm serve ./model --max-num-seqs 16")
+    report = json_report(diagnose_frames(TARGET, storm_frames(), load_rules(), options))
+    change = report["primary"]["changes"][0] if report["primary"] else None
+    every = [c for f in report["findings"] for c in f["changes"]]
+    assert all(isinstance(c["proposed"], int | float | bool | str | None) for c in every)
+    assert all(not isinstance(c["proposed"], str) or " " not in c["proposed"] for c in every)
+    if change is not None and change["flag"] == "--max-num-seqs":
+        assert change["current"] == 16 and isinstance(change["current"], int)
+    assert report["config"]["max_num_seqs"]["value"] == 16
+    assert isinstance(report["config"]["max_num_seqs"]["value"], int)
+    assert report["events"] and all(
+        set(event) == {"time", "kind", "target", "message"} for event in report["events"]
+    )
+    assert "preemptions" in {event["kind"] for event in report["events"]}
+
+
+def test_a_switch_is_true_or_false_and_a_word_stays_a_word() -> None:
+    on = ProposedChange("--enable-prefix-caching", None, "--enable-prefix-caching", "", "")
+    off = ProposedChange("--enable-prefix-caching", None, "--no-enable-prefix-caching", "", "")
+    word = ProposedChange("--kv-cache-dtype", None, "--kv-cache-dtype fp8", "", "")
+    count = ProposedChange("--max-num-seqs", 16.0, 8.0, "", "")
+    assert [proposed_value(c) for c in (on, off, word, count)] == [True, False, "fp8", 8]
+    assert isinstance(proposed_value(count), int)
 
 
 def test_unknown_settings_are_reported_with_the_option_that_fixes_it() -> None:

@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 from typing import Any
 
 from vtop.core.config.inference import is_inferred
 from vtop.core.config.server_config import ServerConfig, Setting
 from vtop.core.rules.engine import Finding, ProposedChange
 from vtop.core.session.diagnose import Diagnosis, FleetDiagnosis
+from vtop.core.session.session import Mark
 
-SCHEMA = "vtop.diagnose/1"
-FLEET_SCHEMA = "vtop.fleet/1"
+SCHEMA = "vtop.diagnose/2"
+FLEET_SCHEMA = "vtop.fleet/2"
+JsonNumber = int | float | None
+ProposedValue = int | float | bool | str | None
+"""A flag's new value: a number, true / false for a switch, a word (`fp8`), None if unknown."""
 
 
 def _number(value: float | None) -> str:
@@ -92,6 +97,8 @@ def text_report(diagnosis: Diagnosis) -> str:
         lines.append("NOT CHECKED")
         lines += [f"  {u.rule.id} {u.rule.title}: {u.how}" for u in triage.unchecked]
     lines += [f"rule error: {error}" for error in triage.errors]
+    if diagnosis.events:
+        lines += ["", "EVENTS", *(f"  {event_text(event)}" for event in diagnosis.events)]
     return "\n".join(lines)
 
 
@@ -123,12 +130,34 @@ def _statistics_lines(diagnosis: Diagnosis) -> list[str]:
     return lines
 
 
+def json_number(value: float | None) -> JsonNumber:
+    """An integral figure as an integer; a non-finite one as None (strict JSON has neither)."""
+    if value is None or not math.isfinite(value):
+        return None
+    return int(value) if float(value).is_integer() else value
+
+
+def proposed_value(change: ProposedChange) -> ProposedValue:
+    """The change's new value, typed: the number, true for a switch, false for `--no-...`."""
+    if change.proposed is None or isinstance(change.proposed, float | int):
+        return json_number(change.proposed)
+    words = change.proposed.split()
+    if len(words) == 1:
+        return not words[0].startswith("--no-")
+    value = " ".join(words[1:])
+    try:
+        return json_number(float(value))
+    except ValueError:
+        return value
+
+
 def _change_json(change: ProposedChange) -> dict[str, Any]:
+    argument = change.as_flag()
     return {
-        "flag": change.flag,
-        "current": change.current,
-        "proposed": change.proposed,
-        "argument": change.as_flag(),
+        "flag": argument.split()[0] if argument else change.flag,
+        "current": json_number(change.current),
+        "proposed": proposed_value(change),
+        "argument": argument,
         "why": change.why,
         "effect": change.effect,
         "unknown": list(change.unknown),
@@ -147,21 +176,21 @@ def finding_json(finding: Finding, config: ServerConfig | None = None) -> dict[s
         "labels": dict(finding.labels),
         "since": finding.since,
         "diagnosis": finding.diagnosis,
-        "evidence": finding.evidence,
+        "evidence": {name: json_number(value) for name, value in finding.evidence.items()},
         "changes": [_change_json(c) for c in finding.changes],
         "symptoms": [finding_json(s, config) for s in finding.symptoms],
-        "inferred": {k: {"value": v.value, "source": v.source} for k, v in inferred.items()},
+        "inferred": _settings_json(inferred),
     }
 
 
 def json_report(diagnosis: Diagnosis) -> dict[str, Any]:
-    """The documented JSON form (schema vtop.diagnose/1)."""
+    """The documented JSON form (schema vtop.diagnose/2, docs/json-schema.md)."""
     triage = diagnosis.triage
     return {
         "schema": SCHEMA,
         "target": diagnosis.target,
         "time": diagnosis.time,
-        "window_s": diagnosis.window_s,
+        "window_s": json_number(round(diagnosis.window_s, 3)),
         "verdict": diagnosis.verdict,
         "exit_code": diagnosis.exit_code,
         "reason": diagnosis.reason,
@@ -174,14 +203,38 @@ def json_report(diagnosis: Diagnosis) -> dict[str, Any]:
             for u in (triage.unchecked if triage else ())
         ],
         "statistics": dataclasses.asdict(diagnosis.summary) if diagnosis.summary else None,
-        "config": {
-            k: {"value": v.value, "source": v.source} for k, v in diagnosis.config.settings.items()
-        },
-        "events": diagnosis.events,
+        "config": _settings_json(diagnosis.config.settings),
+        "events": [event_json(mark) for mark in diagnosis.events],
         "data_quality": [
             {"kind": d.kind, "line": d.line, "text": d.text} for d in diagnosis.data_quality
         ],
     }
+
+
+def _settings_json(settings: dict[str, Setting]) -> dict[str, dict[str, Any]]:
+    """Settings with where each came from; numbers as numbers."""
+    return {
+        name: {
+            "value": json_number(v.value) if isinstance(v.value, float | int) else v.value,
+            "source": v.source,
+        }
+        for name, v in settings.items()
+    }
+
+
+def event_json(mark: Mark) -> dict[str, Any]:
+    """One event: when (Unix seconds), its kind, the server and what happened."""
+    return {
+        "time": mark.timestamp,
+        "kind": str(mark.kind),
+        "target": mark.target,
+        "message": mark.text,
+    }
+
+
+def event_text(mark: Mark) -> str:
+    """One event as a report line."""
+    return f"{time.strftime('%H:%M:%S', time.gmtime(mark.timestamp))}Z {mark.kind}: {mark.text}"
 
 
 def fleet_text_report(fleet: FleetDiagnosis) -> str:
@@ -192,18 +245,21 @@ def fleet_text_report(fleet: FleetDiagnosis) -> str:
     lines.append("ACROSS SERVERS" if findings else "No imbalance across servers.")
     for finding in findings:
         lines += finding_lines(finding, "  ")
-    lines += [f"  {event}" for event in fleet.events]
+    lines += [f"  {event_text(event)}" for event in fleet.events]
     for diagnosis in servers:
         lines += ["", text_report(diagnosis)]
     return "\n".join(lines)
 
 
 def fleet_json_report(fleet: FleetDiagnosis) -> dict[str, Any]:
-    """The fleet report as JSON (schema vtop.fleet/1): fleet findings plus every server's."""
+    """The fleet report as JSON (schema vtop.fleet/2): fleet findings plus every server's."""
     findings = fleet.fleet.findings if fleet.fleet else ()
     return {
         "schema": FLEET_SCHEMA,
         "exit_code": fleet.exit_code,
-        "fleet": {"findings": [finding_json(f) for f in findings], "events": fleet.events},
+        "fleet": {
+            "findings": [finding_json(f) for f in findings],
+            "events": [event_json(m) for m in fleet.events],
+        },
         "servers": [json_report(diagnosis) for diagnosis in fleet.servers],
     }

@@ -72,7 +72,7 @@ class Actions(App[int]):
         if target is None:
             self.notify("no data to bundle yet", timeout=2)
             return
-        events = [f"{m.kind}: {m.text}" for m in self.session.marks if m.target == target.target]
+        events = [m for m in self.session.marks if m.target == target.target]
         diagnosis = current_diagnosis(target, self.settings.window_s, events)
         contents = BundleContents(
             json_report(diagnosis),

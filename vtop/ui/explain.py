@@ -8,7 +8,7 @@ from vtop.core.config.server_config import ServerConfig
 from vtop.core.rules.engine import Finding
 from vtop.core.rules.loader import PACKAGED
 from vtop.core.session.diagnose import Diagnosis
-from vtop.core.session.session import TargetState
+from vtop.core.session.session import Mark, TargetState
 from vtop.text.report import finding_lines, text_report
 
 HELP = """\
@@ -74,7 +74,7 @@ def explain(finding: Finding, config: ServerConfig | None = None) -> str:
     return "\n".join([*lines, since])
 
 
-def current_diagnosis(view: TargetState, window: float, events: list[str]) -> Diagnosis:
+def current_diagnosis(view: TargetState, window: float, events: list[Mark]) -> Diagnosis:
     """The session's current state of a target as a Diagnosis (as `vtop diagnose` reports)."""
     now = view.last_timestamp or 0.0
     diagnosis = Diagnosis(view.target, now, window, view.triage, view.config, view.summary)
@@ -84,6 +84,6 @@ def current_diagnosis(view: TargetState, window: float, events: list[str]) -> Di
     return diagnosis
 
 
-def diagnosis_text(view: TargetState, window: float, events: list[str]) -> str:
+def diagnosis_text(view: TargetState, window: float, events: list[Mark]) -> str:
     """The `vtop diagnose` report for the session's current state of a target."""
     return text_report(current_diagnosis(view, window, events))

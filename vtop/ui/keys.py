@@ -104,7 +104,7 @@ class Keys(Drawing):
         if target is None:
             self.notify("no data yet", timeout=2)
             return
-        events = [f"{m.kind}: {m.text}" for m in self.session.marks if m.target == target.target]
+        events = [m for m in self.session.marks if m.target == target.target]
         text = diagnosis_text(target, self.settings.window_s, events)
         self.push_screen(TextScreen(f"diagnosis of {target.target}", text))
 

@@ -17,7 +17,7 @@ from vtop.core.ingest.sources.vllm_http import ScrapeOptions, VllmHttpSource
 from vtop.core.rules.engine import Triage, Unchecked
 from vtop.core.rules.loader import Rule
 from vtop.core.rules.promql.ast import selectors
-from vtop.core.session.session import FLEET_TARGET, Session, alternation_text
+from vtop.core.session.session import FLEET_TARGET, Mark, Session, alternation_text
 from vtop.core.session.summary import TargetSummary, summarize
 from vtop.core.store.store import Store
 
@@ -41,7 +41,7 @@ class Diagnosis:
     config: ServerConfig
     summary: TargetSummary | None
     reason: str | None = None
-    events: list[str] = field(default_factory=list)
+    events: list[Mark] = field(default_factory=list)
     data_quality: list[Defect] = field(default_factory=list)
     """What the endpoint exposed that no vLLM can, during the window (distinct, in order)."""
 
@@ -142,7 +142,7 @@ class FleetDiagnosis:
 
     servers: list[Diagnosis]
     fleet: Triage | None
-    events: list[str] = field(default_factory=list)
+    events: list[Mark] = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:
@@ -160,7 +160,7 @@ def diagnose_fleet(
     """Triage every server in the frames, and the fleet rules across them."""
     session = judged_window(frames, rules, options)
     servers = [_target_diagnosis(session, target, frames) for target in session.targets]
-    events = [f"{m.kind}: {m.text}" for m in session.marks if m.target == FLEET_TARGET]
+    events = [m for m in session.marks if m.target == FLEET_TARGET]
     return FleetDiagnosis(servers, session.fleet.triage, events)
 
 
@@ -169,7 +169,7 @@ def _target_diagnosis(session: Session, target: str, frames: list[Frame]) -> Dia
     view = session.target(target)
     now = frames[-1].timestamp
     window = now - frames[0].timestamp
-    events = [f"{m.kind}: {m.text}" for m in session.marks if m.target == target]
+    events = [m for m in session.marks if m.target == target]
     diagnosis = Diagnosis(target, now, window, view.triage, view.config, None, events=events)
     diagnosis.data_quality = list(
         {(d.kind, d.line): d for _, d in reversed(view.defects)}.values()
