@@ -1,3 +1,3 @@
 """vtop: top for vLLM."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
