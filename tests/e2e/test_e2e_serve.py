@@ -150,7 +150,7 @@ def outlives_vtop(tmux: Tmux, env: dict[str, str]) -> ServerState:
     state = the_server(env)
     assert state.port == port and state.pgid == state.pid
     wait_for(lambda: healthy(state.url), READY_S, "vLLM /health")
-    wait_for(lambda: "vLLM log" in tmux.screen("serve"), 30, "the dashboard")
+    wait_for(lambda: "vLLM log" in tmux.screen("serve"), 90, "the dashboard")
     os.kill(first_vtop, signal.SIGKILL)
     time.sleep(2)
     assert healthy(state.url) and is_alive(state)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -112,4 +113,7 @@ def test_explains_must_name_known_rules(tmp_path: Path) -> None:
 
 def test_series_notation() -> None:
     assert expand("1 2 _ 3+2x3 0x2") == [1, 2, None, 3, 5, 7, 9, 0, 0, 0]
-    assert expand("_x2 5-1x2") == [None, None, None, 5, 4, 3]
+    assert expand("_x2 5-1x2") == [None, None, 5, 4, 3]  # _xN is N gaps, as in promtool
+    points = expand("1 stale 2 Inf -Inf NaN")
+    assert points[:5] == [1, "stale", 2, math.inf, -math.inf]
+    assert isinstance(points[5], float) and math.isnan(points[5])

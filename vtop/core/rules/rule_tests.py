@@ -17,25 +17,38 @@ from vtop.core.ingest.exposition import ExpositionParser
 from vtop.core.rules.engine import Engine, Triage
 from vtop.core.rules.loader import Rule, RuleFileError, load_rules, read_text_file, rule_files
 from vtop.core.rules.promql.parser import parse_duration
+from vtop.core.store.presence import GAP
 from vtop.core.store.store import INSTANCE, Store
 
 TARGET = "http://rule-test"
-TERM = re.compile(r"^(?P<start>_|[-+]?[\d.eE+-]+?)(?:(?P<step>[-+][\d.eE]+)?x(?P<count>\d+))?$")
+TERM = re.compile(
+    r"^(?P<start>_|stale|[-+]?(?:[\d.]+(?:[eE][-+]?\d+)?|Inf|NaN))"
+    r"(?:(?P<step>[-+](?:[\d.]+(?:[eE][-+]?\d+)?|Inf|NaN))?x(?P<count>\d+))?$",
+    re.IGNORECASE,
+)
+STALE = "stale"
+Point = float | str | None
+"""A number, None for a gap (no sample: the last value is looked back to), or STALE (a
+staleness marker: the series has no value until its next sample)."""
 
 
-def expand(values: str) -> list[float | None]:
-    """promtool's series notation: '1 2 _ 3+2x3 0x2' -> 1 2 None 3 5 7 9 0 0 0."""
-    out: list[float | None] = []
+def expand(values: str) -> list[Point]:
+    """promtool's series notation: '1 2 _ 3+2x3 0x2 _x2 stale' -> 1 2 None 3 5 7 9 0 0 0
+    None None 'stale' (`_xN` and `stale` as promtool reads them: N gaps; a staleness marker)."""
+    out: list[Point] = []
     for term in values.split():
         match = TERM.match(term)
         if match is None:
             raise ValueError(f"bad series term {term!r}")
         count = int(match.group("count") or 0)
-        if match.group("start") == "_":
-            out.extend([None] * (count + 1 if match.group("count") else 1))
+        start = match.group("start").lower()
+        if start in ("_", STALE):
+            if start == STALE and match.group("count"):
+                raise ValueError(f"bad series term {term!r}: stale takes no repetition")
+            out.extend([None if start == "_" else STALE] * (count if match.group("count") else 1))
             continue
-        start, step = float(match.group("start")), float(match.group("step") or 0)
-        out.extend(start + step * i for i in range(count + 1))
+        first, step = float(start), float(match.group("step") or 0)
+        out.extend(first + step * i for i in range(count + 1))
     return out
 
 
@@ -62,7 +75,9 @@ def _frames(case: dict[str, Any], interval: float) -> list[Frame]:
     for tick in range(ticks):
         by_target: dict[str, list[Sample]] = {}
         for series, values in columns.items():
-            if tick < len(values) and (value := values[tick]) is not None:
+            point = values[tick] if tick < len(values) else None
+            if point != STALE:
+                value = GAP if point is None else float(point)
                 target = series.label(INSTANCE) or TARGET
                 local = Series(series.name, series.without(frozenset({INSTANCE})))
                 by_target.setdefault(target, []).append(Sample(local, value))

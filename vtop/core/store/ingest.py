@@ -10,6 +10,7 @@ from vtop.core.catalog import sample_type
 from vtop.core.frame import Event, EventKind, Frame, SampleColumns, Series, TargetScrape
 from vtop.core.ingest.exposition import family_of
 from vtop.core.store.gpu_series import gpu_scrape
+from vtop.core.store.presence import VALUE_NAN, is_gap
 from vtop.core.store.rings import (
     INSTANCE,
     KEPT_PREFIXES,
@@ -159,9 +160,10 @@ class IngestingRings(Rings):
         """Store one value at the current tick; return 1 if it was a counter reset.
 
         A vLLM value no metric can have (NaN, infinite, negative, a usage ratio above 1) is
-        stored as absent; a series written twice in one scrape keeps its first value; a counter
-        that goes down while the process start time is known and unchanged is a defect of the
-        endpoint, not a restart: its previous value is held. Each is noted in `state.defects`.
+        stored as absent; another series' NaN is stored as a NaN value, a gap as a gap; a series
+        written twice in one scrape keeps its first value; a counter that goes down while the
+        process start time is known and unchanged is a defect of the endpoint, not a restart:
+        its previous value is held. Each is noted in `state.defects`.
         """
         track = known.track
         if track is None:
@@ -173,6 +175,10 @@ class IngestingRings(Rings):
             return 0
         if track.last_tick < self.tick - 1:
             self._fill_gap(track)
+        if value != value and (is_gap(value) or not known.vllm):
+            track.values[self.tick % self.capacity] = value if is_gap(value) else VALUE_NAN
+            track.last_tick = self.tick
+            return 0
         if known.vllm and not _possible(known.series.name, value):
             _note(state, "impossible value", known)
             value = NAN

@@ -187,6 +187,9 @@ class _Columns:
     def write(self, values: list[float], tick: int, row: int) -> bool:
         """Write one scrape's values at `tick`; False (nothing written) if a counter went down
         or a vLLM value is impossible (the sample path then judges each one)."""
+        total_all = sum(values)
+        if total_all != total_all:
+            return False  # a NaN (or +Inf and -Inf): the sample path tells value from marker
         if self.pick_checked is not None:
             checked: tuple[float, ...] = self.pick_checked(values)
             total = sum(checked)
@@ -296,6 +299,21 @@ class Rings:
         """The stored value of a series at a tick (NaN when absent)."""
         track = self._tracks.get(series)
         return NAN if track is None else self._at(track, tick)
+
+    def slots(self, series: Series, first: int, last: int) -> tuple[int, Sequence[float]]:
+        """The stored slots of ticks `first`..`last` held for the series (NaN payloads kept:
+        `presence` tells them apart), with the tick of the first one."""
+        track = self._tracks.get(series)
+        if track is None:
+            return first, ()
+        start = max(first, track.first_tick, self._oldest)
+        stop = min(last, track.last_tick)
+        if stop < start:
+            return start, ()
+        low, high = start % self.capacity, stop % self.capacity
+        if low <= high:
+            return start, track.values[low : high + 1]
+        return start, track.values[low:] + track.values[: high + 1]
 
     def _at(self, track: _Track, tick: int) -> float:
         """A ring's value at a tick (NaN when absent or out of the ring)."""

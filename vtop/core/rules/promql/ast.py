@@ -30,7 +30,8 @@ class Matcher:
 
 @dataclass(frozen=True)
 class Selector(_HashedOnce):
-    """`name{matchers}`, optionally a range `[window]` and an `offset`."""
+    """`name{matchers}`, optionally a range `[window]` and an `offset`; the name is empty when
+    a `__name__` matcher other than `=` picks the names."""
 
     name: str
     matchers: tuple[Matcher, ...] = ()
@@ -73,8 +74,11 @@ class Binary(_HashedOnce):
     return_bool: bool = False
     on: tuple[str, ...] | None = None
     ignoring: tuple[str, ...] = ()
-    group_left: bool = False
-    """Many left elements may match one right element (they keep their own labels)."""
+    group: str | None = None
+    """"left": many left elements may match one right element (they keep their own labels);
+    "right": the other way round; None: one-to-one."""
+    include: tuple[str, ...] = ()
+    """Labels `group_left(...)` / `group_right(...)` copy from the "one" side."""
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,14 @@ INSTANT_FUNCTIONS = frozenset(
     }
 )
 FUNCTIONS = RANGE_FUNCTIONS | INSTANT_FUNCTIONS
+KEYWORDS = (
+    AGGREGATIONS
+    | frozenset({"by", "without", "on", "ignoring", "group_left", "group_right", "bool", "offset"})
+    | frozenset({"and", "or", "unless"})
+)
+"""Case-insensitive in Prometheus (`SUM BY (x)`, `AND`); function names are not."""
+NOT_RE2_GROUPS = ("(?P=", "(?=", "(?!", "(?<=", "(?<!", "(?>", "(?(")
+RE2_GROUP_STARTS = frozenset("P:imsU-)")
 PRECEDENCE: list[frozenset[str]] = [
     frozenset({"or"}),
     frozenset({"and", "unless"}),
@@ -60,7 +68,8 @@ DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 6048
 TOKEN = re.compile(
     r"""\s*(?:
     (?P<duration>(?:\d+(?:ms|s|m|h|d|w))+(?![a-zA-Z0-9_:]))
-  | (?P<number>(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?(?![a-zA-Z0-9_:.])|0x[0-9a-fA-F]+|[Ii]nf|NaN)
+  | (?P<number>(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?(?![a-zA-Z0-9_:.])|0x[0-9a-fA-F]+
+      |(?i:inf|nan)(?![a-zA-Z0-9_:]))
   | (?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)
   | (?P<string>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')
   | (?P<op>=~|!~|==|!=|>=|<=|[-+*/%^(){}\[\],=<>])
@@ -140,11 +149,26 @@ class Parser:
         return token
 
     def accept(self, text: str) -> bool:
-        """Consume the current token if it is `text`."""
-        if self.current.text == text and self.current.kind in ("op", "name"):
+        """Consume the current token if it is `text` (keywords in any case)."""
+        if self.is_(text):
             self.index += 1
             return True
         return False
+
+    def is_(self, text: str) -> bool:
+        """Whether the current token is `text` (keywords in any case)."""
+        token = self.current
+        if token.kind == "name" and text in KEYWORDS:
+            return token.text.lower() == text
+        return token.text == text and token.kind in ("op", "name")
+
+    def operator(self, level: int) -> str | None:
+        """The binary operator of this precedence level at the current token, if any."""
+        token = self.current
+        text = token.text.lower() if token.kind == "name" else token.text
+        if token.kind in ("op", "name") and text in PRECEDENCE[level]:
+            return text
+        return None
 
     def parse(self) -> Expr:
         """The whole input as one expression."""
@@ -158,14 +182,21 @@ class Parser:
         if level == len(PRECEDENCE):
             return self.unary()
         left = self.binary(level + 1)
-        while self.current.text in PRECEDENCE[level] and self.current.kind in ("op", "name"):
-            op = self.take().text
+        while (op := self.operator(level)) is not None:
+            self.index += 1
             return_bool = self.accept("bool")
             on, ignoring = self.matching()
-            group_left = (on is not None or bool(ignoring)) and self.accept("group_left")
+            group, include = self.group() if on is not None or ignoring else (None, ())
             right = self.binary(level if op == "^" else level + 1)
-            left = Binary(op, left, right, return_bool, on, ignoring, group_left)
+            left = Binary(op, left, right, return_bool, on, ignoring, group, include)
         return left
+
+    def group(self) -> tuple[str | None, tuple[str, ...]]:
+        """Optional `group_left` / `group_right`, each with an optional label list."""
+        for side in ("left", "right"):
+            if self.accept(f"group_{side}"):
+                return side, self.label_list() if self.current.text == "(" else ()
+        return None, ()
 
     def matching(self) -> tuple[tuple[str, ...] | None, tuple[str, ...]]:
         """Optional `on(...)` / `ignoring(...)` after a binary operator."""
@@ -194,7 +225,7 @@ class Parser:
             expr = self.binary(0)
             self.take(")")
             return expr
-        if token.kind == "name" and token.text in AGGREGATIONS:
+        if token.kind == "name" and token.text.lower() in AGGREGATIONS:
             return self.aggregate()
         if token.kind == "name" and self.tokens[self.index + 1].text == "(":
             return self.call()
@@ -222,7 +253,7 @@ class Parser:
 
     def aggregate(self) -> Aggregate:
         """sum by (a) (expr), sum (expr) by (a), or without."""
-        op = self.take(kind="name").text
+        op = self.take(kind="name").text.lower()
         labels, without = self.grouping()
         self.take("(")
         expr = self.binary(0)
@@ -261,14 +292,18 @@ class Parser:
                 if not self.accept(","):
                     self.take("}")
                     break
-        name = name or next((m.value for m in matchers if m.label == "__name__"), "")
-        if not name:
-            raise PromQLError("a selector needs a metric name", start)
+        named = [m for m in matchers if m.label == "__name__" and m.op == "="]
+        if not name and len(named) == 1:
+            name = named[0].value
+            matchers.remove(named[0])
+        if not name and not any(not _matches_empty(m) for m in matchers):
+            raise PromQLError(
+                "a selector needs a metric name or a matcher that does not match the empty string",
+                start,
+            )
         range_s = self.range_suffix()
         offset_s = parse_duration(self.take(kind="duration").text) if self.accept("offset") else 0.0
-        return Selector(
-            name, tuple(m for m in matchers if m.label != "__name__"), range_s, offset_s
-        )
+        return Selector(name, tuple(matchers), range_s, offset_s)
 
     def matcher(self) -> Matcher:
         """label op "value"."""
@@ -278,10 +313,7 @@ class Parser:
             raise PromQLError(f"bad label matcher operator {op!r}", self.current.position)
         value = unquote(self.take(kind="string").text)
         if op in ("=~", "!~"):
-            try:
-                re.compile(value)
-            except re.error as error:
-                raise PromQLError(f"bad regex {value!r}: {error}", self.current.position) from None
+            check_regex(value, self.current.position)
         return Matcher(label, op, value)
 
     def range_suffix(self) -> float | None:
@@ -298,6 +330,58 @@ class Parser:
             if token.kind == "duration"
             else float(token.text)
         )
+
+
+def check_regex(pattern: str, position: int) -> None:
+    """A regex both engines read alike (RE2 syntax), else a PromQLError saying what to change."""
+    python_only = _python_only(pattern)
+    if python_only is not None:
+        raise PromQLError(
+            f"regex {pattern!r}: {python_only!r} is not RE2 syntax (Prometheus's regex engine "
+            "has no backreferences, lookaround, atomic groups, conditionals, possessive "
+            "quantifiers or \\Z)",
+            position,
+        )
+    try:
+        re.compile(pattern)
+    except re.error as error:
+        raise PromQLError(f"bad regex {pattern!r}: {error}", position) from None
+
+
+def _python_only(pattern: str) -> str | None:
+    """The first piece of Python regex syntax that RE2 lacks, or None."""
+    index, after_quantifier, in_class = 0, False, False
+    while index < len(pattern):
+        char = pattern[index]
+        if char == "\\":
+            escaped = pattern[index + 1 : index + 2]
+            if escaped and (escaped in "123456789Z"):
+                return char + escaped
+            index, after_quantifier = index + 2, False
+            continue
+        if in_class:
+            in_class = char != "]"
+        elif char == "[":
+            in_class = True
+        elif pattern.startswith("(?", index):
+            bad = next((g for g in NOT_RE2_GROUPS if pattern.startswith(g, index)), None)
+            if bad is not None or pattern[index + 2 : index + 3] not in RE2_GROUP_STARTS:
+                return bad or pattern[index : index + 3]
+        elif char == "+" and after_quantifier:
+            return pattern[index - 1 : index + 1]
+        after_quantifier = not in_class and char in "*+?}"
+        index += 1
+    return None
+
+
+def _matches_empty(matcher: Matcher) -> bool:
+    """Whether a matcher also selects series without the label."""
+    if matcher.op == "=":
+        return matcher.value == ""
+    if matcher.op == "!=":
+        return matcher.value != ""
+    found = re.fullmatch(matcher.value, "") is not None
+    return found if matcher.op == "=~" else not found
 
 
 def parse(source: str) -> Expr:

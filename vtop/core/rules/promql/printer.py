@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 
 from vtop.core.rules.promql.ast import (
     Aggregate,
@@ -38,6 +40,10 @@ def to_text(expr: Expr) -> str:
 
 def _number(value: float) -> str:
     """A literal without a needless fraction (1, 0.9, 1073741824)."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Inf" if value > 0 else "-Inf"
     return str(int(value)) if value.is_integer() and abs(value) < 1e15 else repr(value)
 
 
@@ -49,9 +55,14 @@ def _duration(seconds: float) -> str:
     return f"{round(seconds * 1000)}ms"
 
 
+def _quoted(value: str) -> str:
+    """A PromQL string literal (Go's escapes; json's \\uXXXX is not PromQL for non-ASCII)."""
+    return json.dumps(value, ensure_ascii=False)
+
+
 def _selector(selector: Selector) -> str:
     """name{matchers}[range] offset d."""
-    matchers = ",".join(f"{m.label}{m.op}{json.dumps(m.value)}" for m in selector.matchers)
+    matchers = ",".join(f"{m.label}{m.op}{_quoted(m.value)}" for m in selector.matchers)
     text = selector.name + (f"{{{matchers}}}" if matchers else "")
     if selector.range_s is not None:
         text += f"[{_duration(selector.range_s)}]"
@@ -73,9 +84,11 @@ def _binary(binary: Binary) -> str:
         modifiers += f" on ({', '.join(binary.on)})"
     elif binary.ignoring:
         modifiers += f" ignoring ({', '.join(binary.ignoring)})"
-    if binary.group_left:
-        modifiers += " group_left"
-    return f"{_operand(binary.left)} {binary.op}{modifiers} {_operand(binary.right)}"
+    right = _operand(binary.right)
+    if binary.group is not None:
+        listed = binary.include or right.startswith("(")
+        modifiers += f" group_{binary.group}" + (f"({', '.join(binary.include)})" if listed else "")
+    return f"{_operand(binary.left)} {binary.op}{modifiers} {right}"
 
 
 def is_local(expr: Expr) -> bool:
@@ -98,4 +111,4 @@ def for_prometheus(expr: Expr) -> Expr | None:
         return left or right
     if left is None or right is None:
         return None
-    return Binary(expr.op, left, right, expr.return_bool, expr.on, expr.ignoring, expr.group_left)
+    return dataclasses.replace(expr, left=left, right=right)

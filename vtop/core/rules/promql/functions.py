@@ -1,0 +1,140 @@
+"""PromQL's functions and aggregations with Prometheus 2.x's arithmetic: rate's extrapolation
+to the range's edges, NaN and +-Inf in sums, means, minima and maxima, round half up."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+EXTRAPOLATION_ALLOWANCE = 1.1
+"""Prometheus extrapolates to an edge closer than 1.1 average sample intervals."""
+
+
+def extrapolated_rate(
+    times: Sequence[float],
+    values: Sequence[float],
+    start: float,
+    end: float,
+    counter: bool,
+    per_second: bool,
+) -> float | None:
+    """rate (counter, per second), increase (counter) or delta over samples in [start, end];
+    None with fewer than two samples (Prometheus's `extrapolatedRate`)."""
+    if len(values) < 2:
+        return None
+    result = values[-1] - values[0]
+    if counter:
+        last = 0.0
+        for value in values:
+            if value < last:
+                result += last
+            last = value
+    to_start = times[0] - start
+    to_end = end - times[-1]
+    sampled = times[-1] - times[0]
+    average = sampled / (len(values) - 1)
+    if counter and result > 0 and values[0] >= 0:
+        to_zero = sampled * (values[0] / result)
+        to_start = min(to_start, to_zero)
+    threshold = average * EXTRAPOLATION_ALLOWANCE
+    interval = sampled
+    interval += to_start if to_start < threshold else average / 2
+    interval += to_end if to_end < threshold else average / 2
+    result = result * (interval / sampled)
+    return result / (end - start) if per_second else result
+
+
+def total(values: Sequence[float]) -> float:
+    """sum: left to right (+Inf plus -Inf is NaN, never an exception)."""
+    result = 0.0
+    for value in values:
+        result += value
+    return result
+
+
+def mean(values: Sequence[float]) -> float:
+    """avg: Prometheus's running mean, which stays infinite once infinite (unless the other
+    infinity or a NaN comes)."""
+    result = values[0]
+    for count, value in enumerate(values[1:], start=2):
+        if math.isinf(result):
+            if math.isinf(value) and (result > 0) == (value > 0):
+                continue
+            if not math.isinf(value) and not math.isnan(value):
+                continue
+        result += value / count - result / count
+    return result
+
+
+def smallest(values: Sequence[float]) -> float:
+    """min: NaN only when every value is NaN."""
+    result = values[0]
+    for value in values[1:]:
+        if value < result or math.isnan(result):
+            result = value
+    return result
+
+
+def largest(values: Sequence[float]) -> float:
+    """max: NaN only when every value is NaN."""
+    result = values[0]
+    for value in values[1:]:
+        if value > result or math.isnan(result):
+            result = value
+    return result
+
+
+AGGREGATORS: dict[str, Callable[[Sequence[float]], float]] = {
+    "sum": total,
+    "avg": mean,
+    "min": smallest,
+    "max": largest,
+    "count": lambda values: float(len(values)),
+}
+OVER_TIME: dict[str, Callable[[Sequence[float]], float]] = {
+    "sum_over_time": total,
+    "avg_over_time": mean,
+    "min_over_time": smallest,
+    "max_over_time": largest,
+    "count_over_time": lambda values: float(len(values)),
+    "last_over_time": lambda values: values[-1],
+}
+
+
+def go_max(a: float, b: float) -> float:
+    """Go's math.Max: +Inf wins, then NaN."""
+    if (math.isinf(a) and a > 0) or (math.isinf(b) and b > 0):
+        return math.inf
+    if math.isnan(a) or math.isnan(b):
+        return math.nan
+    return max(a, b)
+
+
+def go_min(a: float, b: float) -> float:
+    """Go's math.Min: -Inf wins, then NaN."""
+    if (math.isinf(a) and a < 0) or (math.isinf(b) and b < 0):
+        return -math.inf
+    if math.isnan(a) or math.isnan(b):
+        return math.nan
+    return min(a, b)
+
+
+def rounded(value: float, to_nearest: float = 1.0) -> float:
+    """round(v, to_nearest): half up, as Prometheus (Python's round is half to even)."""
+    inverse = 1.0 / to_nearest
+    scaled = value * inverse + 0.5
+    if not math.isfinite(scaled):
+        return scaled / inverse
+    return math.floor(scaled) / inverse
+
+
+def _finite_or_same(function: Callable[[float], int]) -> Callable[[float], float]:
+    return lambda value: float(function(value)) if math.isfinite(value) else value
+
+
+ELEMENTWISE: dict[str, Callable[[float], float]] = {
+    "abs": abs,
+    "floor": _finite_or_same(math.floor),
+    "ceil": _finite_or_same(math.ceil),
+    "sqrt": lambda value: math.sqrt(value) if value >= 0 else math.nan,
+}
