@@ -23,3 +23,14 @@ def vllm_pool() -> Iterator[ServerPool]:
         yield pool
     finally:
         pool.stop_all()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """`--slow`: the long variants (more generated examples in the PromQL conformance test)."""
+    parser.addoption("--slow", action="store_true", help="run the long variants of the tests")
+
+
+@pytest.fixture(scope="session")
+def slow(request: pytest.FixtureRequest) -> bool:
+    """Whether `--slow` was given."""
+    return bool(request.config.getoption("--slow"))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from vtop.core.frame import Labels
 from vtop.core.rules.promql.ast import Binary
@@ -16,8 +16,13 @@ Value = float | Vector
 NAME = "__name__"
 
 
-class MatchingError(ValueError):
-    """Vector matching Prometheus refuses (many-to-many, or an implicit many-to-one)."""
+class EvaluationError(ValueError):
+    """An expression that cannot be evaluated (wrong types, many-to-many matching)."""
+
+
+class MatchingError(EvaluationError):
+    """Results Prometheus refuses: many-to-many or implicit many-to-one matching, or two
+    elements with the same labels once the name is dropped."""
 
 
 def _divide(a: float, b: float) -> float:
@@ -30,11 +35,15 @@ def _divide(a: float, b: float) -> float:
 
 
 def _power(a: float, b: float) -> float:
-    """Go's math.Pow: NaN for a negative base and a fractional exponent, +-Inf on overflow."""
+    """Go's math.Pow: NaN for a negative base and a fractional exponent, +-Inf on overflow
+    and for a zero base with a negative exponent (-Inf for -0 and an odd one)."""
     try:
         return math.pow(a, b)
     except ValueError:
-        return math.inf if a == 0 else math.nan
+        if a == 0:
+            odd = b.is_integer() and b % 2 == 1
+            return math.copysign(math.inf, a) if odd else math.inf
+        return math.nan
     except OverflowError:
         return math.inf if a > 0 or (float(b).is_integer() and b % 2 == 0) else -math.inf
 
@@ -70,6 +79,17 @@ def drop_name(labels: Labels) -> Labels:
     return tuple(pair for pair in labels if pair[0] != NAME)
 
 
+def unique(elements: Iterable[tuple[Labels, float]]) -> Vector:
+    """A vector from elements whose labels must differ (after a name was dropped, two series
+    of different names can collide: Prometheus refuses that result)."""
+    vector: Vector = {}
+    for labels, value in elements:
+        if labels in vector:
+            raise MatchingError("vector cannot contain metrics with the same labelset")
+        vector[labels] = value
+    return vector
+
+
 def signature(labels: Labels, binary: Binary) -> Labels:
     """The labels two elements are matched on (the name never, unless `on` lists it)."""
     if binary.on is not None:
@@ -94,7 +114,7 @@ def scalar_pair(binary: Binary, left: float, right: float) -> float:
 def vector_scalar(binary: Binary, vector: Vector, scalar: float, scalar_left: bool) -> Vector:
     """Every element against the scalar; a comparison filters and keeps the element's value."""
     drop = binary.op in ARITHMETIC or binary.return_bool
-    result: Vector = {}
+    result: list[tuple[Labels, float]] = []
     for labels, element in vector.items():
         left, right = (scalar, element) if scalar_left else (element, scalar)
         value, keep = _element(binary.op, left, right)
@@ -103,12 +123,15 @@ def vector_scalar(binary: Binary, vector: Vector, scalar: float, scalar_left: bo
         if binary.return_bool:
             value, keep = (1.0 if keep else 0.0), True
         if keep:
-            result[drop_name(labels) if drop else labels] = value
-    return result
+            result.append((drop_name(labels) if drop else labels, value))
+    return unique(result)
 
 
 def vector_pair(binary: Binary, left: Vector, right: Vector) -> Vector:
-    """Vector op vector: one-to-one, or many-to-one with group_left / group_right."""
+    """Vector op vector: one-to-one, or many-to-one with group_left / group_right (nothing,
+    and no matching error, when either side is empty)."""
+    if not left or not right:
+        return {}
     many, one = (right, left) if binary.group == "right" else (left, right)
     ones: dict[Labels, tuple[Labels, float]] = {}
     for labels, value in one.items():
@@ -128,6 +151,12 @@ def vector_pair(binary: Binary, left: Vector, right: Vector) -> Vector:
         partner = ones.get(key)
         if partner is None:
             continue
+        operands = (partner[1], value) if binary.group == "right" else (value, partner[1])
+        combined, keep = _element(binary.op, *operands)
+        if binary.return_bool:
+            combined, keep = (1.0 if keep else 0.0), True
+        if not keep:
+            continue
         if binary.group is None:
             if key in matched:
                 raise MatchingError(
@@ -135,12 +164,6 @@ def vector_pair(binary: Binary, left: Vector, right: Vector) -> Vector:
                     "(group_left/group_right)"
                 )
             matched.add(key)
-        operands = (partner[1], value) if binary.group == "right" else (value, partner[1])
-        combined, keep = _element(binary.op, *operands)
-        if binary.return_bool:
-            combined, keep = (1.0 if keep else 0.0), True
-        if not keep:
-            continue
         metric = _result_labels(labels, partner[0], binary)
         if metric in result:
             raise MatchingError(

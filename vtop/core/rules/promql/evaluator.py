@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from vtop.core.frame import Labels, Series
-from vtop.core.histogram import optional_float, quantile
+from vtop.core.histogram import optional_float
 from vtop.core.rules.promql import functions
 from vtop.core.rules.promql.ast import (
     Aggregate,
@@ -27,12 +27,13 @@ from vtop.core.rules.promql.ast import (
 from vtop.core.rules.promql.binary import (
     NAME,
     SET_OPERATIONS,
-    MatchingError,
+    EvaluationError,
     Value,
     Vector,
     drop_name,
     scalar_pair,
     set_operation,
+    unique,
     vector_pair,
     vector_scalar,
 )
@@ -47,10 +48,6 @@ RATES = {"rate": (True, True), "increase": (True, False), "delta": (False, False
 """(counter, per second) of each extrapolated function."""
 
 __all__ = ["FLEET", "Context", "EvaluationError", "UnknownValueError", "Value", "evaluate"]
-
-
-class EvaluationError(ValueError):
-    """An expression that cannot be evaluated (wrong types, many-to-many matching)."""
 
 
 class UnknownValueError(EvaluationError):
@@ -94,7 +91,7 @@ def evaluate_named(expr: Expr, context: Context) -> Value:
         value = evaluate_named(expr.expr, context)
         if isinstance(value, float):
             return -value
-        return {drop_name(labels): -element for labels, element in value.items()}
+        return unique((drop_name(labels), -element) for labels, element in value.items())
     if isinstance(expr, Selector):
         return _instant(expr, context)
     if isinstance(expr, Call | Aggregate):
@@ -179,7 +176,7 @@ def _range_call(call: Call, context: Context) -> Vector:
     end = context.now - selector.offset_s
     start = range_start(context.store, end - selector.range_s)
     keeps_name = call.function == "last_over_time"
-    vector: Vector = {}
+    vector: list[tuple[Labels, float]] = []
     for series in _series(selector, context):
         times, values = range_samples(context.store, series, start, end)
         if call.function in RATES:
@@ -189,8 +186,8 @@ def _range_call(call: Call, context: Context) -> Vector:
             value = functions.OVER_TIME[call.function](values) if values else None
         if value is not None:
             key = _key(series, context.target)
-            vector[key if keeps_name else drop_name(key)] = value
-    return vector
+            vector.append((key if keeps_name else drop_name(key), value))
+    return unique(vector)
 
 
 def _call(call: Call, context: Context) -> Value:
@@ -222,11 +219,11 @@ def _map(value: Value, function: Callable[[float], float]) -> Value:
     """A function of every element (the name dropped), or of a scalar."""
     if isinstance(value, float):
         return function(value)
-    return {drop_name(labels): function(v) for labels, v in value.items()}
+    return unique((drop_name(labels), function(v)) for labels, v in value.items())
 
 
 def _absent_labels(expr: Expr) -> Labels:
-    """absent()'s labels: the selector's `=` matchers on labels named once."""
+    """absent()'s labels: the selector's `=` matchers with a value, on labels named once."""
     if not isinstance(expr, Selector):
         return ()
     kept: dict[str, str] = {}
@@ -234,7 +231,7 @@ def _absent_labels(expr: Expr) -> Labels:
     for matcher in expr.matchers:
         if matcher.label == NAME:
             continue
-        if matcher.op == "=" and matcher.label not in seen:
+        if matcher.op == "=" and matcher.value and matcher.label not in seen:
             kept[matcher.label] = matcher.value
         else:
             kept.pop(matcher.label, None)
@@ -270,7 +267,7 @@ def _clamp(name: str, args: list[Value]) -> Value:
 
 
 def _histogram_quantile(q: float, vector: Vector) -> Vector:
-    """Group bucket values by labels without `le` and the name, and interpolate."""
+    """Group bucket values by labels without `le` and the name; a quantile for every group."""
     groups: dict[Labels, list[tuple[float, float]]] = {}
     for labels, value in vector.items():
         upper = optional_float(dict(labels).get("le"))
@@ -278,12 +275,7 @@ def _histogram_quantile(q: float, vector: Vector) -> Vector:
             continue
         group = tuple(pair for pair in labels if pair[0] not in ("le", NAME))
         groups.setdefault(group, []).append((upper, value))
-    result: Vector = {}
-    for group, buckets in groups.items():
-        estimate = quantile(q, buckets)
-        if estimate is not None:
-            result[group] = estimate
-    return result
+    return {group: functions.bucket_quantile(q, buckets) for group, buckets in groups.items()}
 
 
 def _group_key(labels: Labels, names: tuple[str, ...], without: bool) -> Labels:
@@ -308,26 +300,26 @@ def _aggregate(aggregate: Aggregate, context: Context) -> Vector:
 def _binary(binary: Binary, context: Context) -> Value:
     """Arithmetic, comparisons and set operations."""
     left = evaluate_named(binary.left, context)
-    if isinstance(left, dict) and not left and binary.op != "or":
-        return {}  # an empty vector stays empty whatever the right side (nor is it evaluated)
     right = _or_operand(binary, left, context) if binary.op in ("or", "unless") else None
     if right is None:
-        right = evaluate_named(binary.right, context)
-    try:
-        if binary.op in SET_OPERATIONS:
-            if isinstance(left, float) != isinstance(right, float):
-                return _gate(binary.op, left, right)
-            return set_operation(binary, _as_vector(left), _as_vector(right))
-        if isinstance(left, float) and isinstance(right, float):
-            return scalar_pair(binary, left, right)
-        if isinstance(left, float):
-            assert isinstance(right, dict)
-            return vector_scalar(binary, right, left, scalar_left=True)
-        if isinstance(right, float):
-            return vector_scalar(binary, left, right, scalar_left=False)
-        return vector_pair(binary, left, right)
-    except MatchingError as error:
-        raise EvaluationError(str(error)) from None
+        try:
+            right = evaluate_named(binary.right, context)
+        except UnknownValueError:
+            if isinstance(left, dict) and not left:
+                return {}  # empty whatever the setting: the rule is checked, and quiet
+            raise
+    if binary.op in SET_OPERATIONS:
+        if isinstance(left, float) != isinstance(right, float):
+            return _gate(binary.op, left, right)
+        return set_operation(binary, _as_vector(left), _as_vector(right))
+    if isinstance(left, float) and isinstance(right, float):
+        return scalar_pair(binary, left, right)
+    if isinstance(left, float):
+        assert isinstance(right, dict)
+        return vector_scalar(binary, right, left, scalar_left=True)
+    if isinstance(right, float):
+        return vector_scalar(binary, left, right, scalar_left=False)
+    return vector_pair(binary, left, right)
 
 
 def _or_operand(binary: Binary, left: Value, context: Context) -> Value | None:

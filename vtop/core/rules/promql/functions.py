@@ -138,3 +138,38 @@ ELEMENTWISE: dict[str, Callable[[float], float]] = {
     "ceil": _finite_or_same(math.ceil),
     "sqrt": lambda value: math.sqrt(value) if value >= 0 else math.nan,
 }
+
+
+def bucket_quantile(q: float, buckets: Sequence[tuple[float, float]]) -> float:
+    """histogram_quantile of one group of (upper bound, cumulative count) buckets, as
+    Prometheus's bucketQuantile: NaN without a +Inf bucket or observations, +-Inf for q out of
+    [0, 1], counts made monotonic, linear within the bucket the rank falls in."""
+    if math.isnan(q):
+        return math.nan
+    if q < 0 or q > 1:
+        return math.copysign(math.inf, q)
+    merged: dict[float, float] = {}
+    for upper, count in sorted(buckets):
+        merged[upper] = merged.get(upper, 0.0) + count
+    bounds, counts = list(merged), _monotonic(list(merged.values()))
+    if not bounds or bounds[-1] != math.inf or len(bounds) < 2 or counts[-1] == 0:
+        return math.nan
+    rank = q * counts[-1]
+    index = next((i for i in range(len(bounds) - 1) if counts[i] >= rank), len(bounds) - 1)
+    if index == len(bounds) - 1:
+        return bounds[-2]
+    if index == 0 and bounds[0] <= 0:
+        return bounds[0]
+    start, count = 0.0, counts[index]
+    if index > 0:
+        start, count, rank = bounds[index - 1], count - counts[index - 1], rank - counts[index - 1]
+    return start + (bounds[index] - start) * (rank / count)
+
+
+def _monotonic(counts: list[float]) -> list[float]:
+    """Counts raised to the running maximum (buckets scraped at slightly different times)."""
+    highest, out = -math.inf, []
+    for count in counts:
+        highest = max(highest, count)
+        out.append(highest)
+    return out

@@ -54,6 +54,7 @@ KEYWORDS = (
     | frozenset({"and", "or", "unless"})
 )
 """Case-insensitive in Prometheus (`SUM BY (x)`, `AND`); function names are not."""
+MATCHING = frozenset({"on", "ignoring"})
 NOT_RE2_GROUPS = ("(?P=", "(?=", "(?!", "(?<=", "(?<!", "(?>", "(?(")
 RE2_GROUP_STARTS = frozenset("P:imsU-)")
 PRECEDENCE: list[frozenset[str]] = [
@@ -64,6 +65,8 @@ PRECEDENCE: list[frozenset[str]] = [
     frozenset({"*", "/", "%"}),
     frozenset({"^"}),
 ]
+POWER = len(PRECEDENCE) - 1
+"""The level of `^`, the only operator that binds more tightly than a unary sign."""
 DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 TOKEN = re.compile(
     r"""\s*(?:
@@ -185,8 +188,14 @@ class Parser:
         while (op := self.operator(level)) is not None:
             self.index += 1
             return_bool = self.accept("bool")
+            modified = self.current.kind == "name" and self.current.text.lower() in MATCHING
             on, ignoring = self.matching()
-            group, include = self.group() if on is not None or ignoring else (None, ())
+            position = self.current.position
+            group, include = self.group() if modified else (None, ())
+            for label in set(include) & set(on or ()):
+                raise PromQLError(
+                    f"label {label!r} must not occur in ON and GROUP clause at once", position
+                )
             right = self.binary(level if op == "^" else level + 1)
             left = Binary(op, left, right, return_bool, on, ignoring, group, include)
         return left
@@ -207,10 +216,11 @@ class Parser:
         return None, ()
 
     def unary(self) -> Expr:
-        """Unary minus/plus, then a primary."""
+        """Unary minus/plus, binding less tightly than `^` (-2 ^ 2 is -4), then a primary."""
         if self.accept("-"):
-            return Negate(self.unary())
-        self.accept("+")
+            return Negate(self.binary(POWER))
+        if self.accept("+"):
+            return self.binary(POWER)
         return self.primary()
 
     def primary(self) -> Expr:
