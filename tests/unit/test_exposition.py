@@ -88,12 +88,38 @@ def test_malformed_lines_are_reported_and_the_rest_kept() -> None:
     assert "line 61" in str(parsed.errors[0])
 
 
-def test_quoted_utf8_metric_name_falls_back_to_reference() -> None:
+def test_quoted_utf8_metric_and_label_names_are_read() -> None:
     parser = ExpositionParser()
-    parsed = parser.parse('{"my.metric", a="b"} 3\nok 1\n')
+    parsed = parser.parse('# TYPE "my.metric" gauge\n{"my.metric", "a.b"="x # }"} 3\nok 1\n')
     assert parsed.errors == []
-    assert [s.series.name for s in parsed.samples] == ["my.metric", "ok"]
-    assert parser.fallback_lines == 1
+    assert [(s.series.name, s.series.labels) for s in parsed.samples] == [
+        ("my.metric", (("a.b", "x # }"),)),
+        ("ok", ()),
+    ]
+    assert parsed.types == {"my.metric": "gauge"}
+    assert parser.fallback_lines == 0
+
+
+EXEMPLARS = """# TYPE h histogram
+h_bucket{le="1"} 5 # {trace_id="a # b"} 0.5 123
+h_bucket{le="2"} 6 # {trace_id="c}d"} 1.5
+h_bucket{le="+Inf"} 7 # {trace_id="e"} 3
+h_count 7
+h_sum 9.5
+# EOF
+"""
+
+
+def test_an_exemplar_with_a_hash_or_brace_in_its_labels_keeps_the_bucket() -> None:
+    assert_same_as_reference(EXEMPLARS, openmetrics=True)
+    parsed = ExpositionParser().parse(EXEMPLARS, openmetrics=True)
+    assert [s.value for s in parsed.samples][:3] == [5.0, 6.0, 7.0]
+
+
+def test_type_lines_separated_by_tabs_are_read() -> None:
+    parsed = ExpositionParser().parse("#\tTYPE\tq_seconds\tcounter\nq_seconds_total 3\n")
+    assert parsed.types == {"q_seconds": "counter"} and parsed.errors == []
+    assert family_of("q_seconds_total", parsed.types) == ("q_seconds", "counter")
 
 
 def escape(value: str) -> str:

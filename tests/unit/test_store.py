@@ -340,6 +340,14 @@ def test_an_untyped_total_is_a_counter_across_a_restart() -> None:
     assert store.increase(series, 3.0, 10.0) == pytest.approx(72 + 10 + 72)
 
 
+def test_an_untyped_total_outside_the_catalogue_is_a_counter_too() -> None:
+    store = Store()
+    for t, value in enumerate((50.0, 60.0, 5.0, 15.0)):
+        store.ingest(frame_from_text(float(t), f"proxy_requests_total {value}\n"))
+    (series,) = store.select("proxy_requests_total")
+    assert store.increase(series, 3.0, 10.0) == pytest.approx(10 + 5 + 10)
+
+
 def test_junk_that_comes_first_never_costs_the_vllm_series() -> None:
     junk = "".join(f'junk_metric{{n="{n}"}} 1\n' for n in range(5000))
     store = Store(max_series=100)

@@ -41,19 +41,25 @@ class ParsedExposition:
 
 
 def parse_label_body(body: str) -> Labels:
-    """Parse `a="x",b="y"` (without braces) into sorted label pairs."""
+    """Parse `a="x",b="y"` (without braces; UTF-8 names quoted) into sorted label pairs."""
     pairs: dict[str, str] = {}
     position, end = 0, len(body)
     while True:
         position = _skip_spaces(body, position)
         if position >= end:
             break
-        equals = body.find("=", position)
-        if equals < 0:
-            raise ValueError("label without '='")
-        name = body[position:equals].strip()
-        if not LABEL_NAME.match(name):
-            raise ValueError(f"invalid label name {name!r}")
+        if body[position] == '"':
+            name, after = _read_quoted(body, position)
+            equals = _skip_spaces(body, after)
+            if equals >= end or body[equals] != "=":
+                raise ValueError("label without '='")
+        else:
+            equals = body.find("=", position)
+            if equals < 0:
+                raise ValueError("label without '='")
+            name = body[position:equals].strip()
+            if not LABEL_NAME.match(name):
+                raise ValueError(f"invalid label name {name!r}")
         if name in pairs:
             raise ValueError(f"duplicate label {name!r}")
         value, position = _read_quoted(body, _skip_spaces(body, equals + 1))
@@ -263,13 +269,14 @@ class ExpositionParser:
 
     def _comment(self, line: str, number: int, result: ParsedExposition, openmetrics: bool) -> bool:
         """Record TYPE lines (well-formed ones are remembered); True at an OpenMetrics EOF."""
-        if line.startswith("# TYPE"):
-            parts = line.split()
-            if len(parts) != 4:
+        parts = line[1:].split(None, 1)
+        if parts and parts[0] == "TYPE":
+            declared = type_line(parts[1] if len(parts) > 1 else "")
+            if declared is None:
                 result.errors.append(ParseError(number, line, "malformed TYPE line"))
             else:
-                result.types[parts[2]] = parts[3]
-                self._remember(line, (parts[2], parts[3]))
+                result.types[declared[0]] = declared[1]
+                self._remember(line, declared)
         elif line.rstrip() != "# EOF":
             self._remember(line, ("", ""))
         return openmetrics and line.rstrip() == "# EOF"
@@ -280,14 +287,13 @@ class ExpositionParser:
             self._comments[line] = declared
 
     def _sample(self, line: str, openmetrics: bool) -> Sample:
-        """Parse one sample line on the fast path."""
-        if openmetrics and " # " in line:
-            line = line[: line.index(" # ")]
-        brace = line.rfind("}")
-        if brace >= 0:
-            head, rest = line[: brace + 1], line[brace + 1 :]
-        else:
-            head, _, rest = line.partition(" ")
+        """Parse one sample line: a head, a value, an optional timestamp, an optional exemplar
+        (`# {labels} value`, ignored: it never changes the sample's value)."""
+        end = head_end(line)
+        head, rest = line[:end], line[end:]
+        exemplar = rest.find("#")
+        if exemplar >= 0:
+            rest = rest[:exemplar]
         series = self._series_by_head.get(head)
         if series is None:
             series = self._new_series(head)
@@ -308,8 +314,11 @@ class ExpositionParser:
         else:
             if not head.endswith("}"):
                 raise ValueError("unbalanced braces")
-            name, labels = head[:brace].strip(), parse_label_body(head[brace + 1 : -1])
-        if not METRIC_NAME.match(name):
+            name, body = head[:brace].strip(), head[brace + 1 : -1]
+            if not name:
+                name, body = quoted_name(body)
+            labels = parse_label_body(body)
+        if not name or (not METRIC_NAME.match(name) and not head.lstrip().startswith('{"')):
             raise ValueError(f"invalid metric name {name!r}")
         if len(self._series_by_head) >= MAX_CACHED_SERIES:
             self._series_by_head.clear()
@@ -333,6 +342,57 @@ class ExpositionParser:
             return
         self.fallback_lines += 1
         samples.extend(found)
+
+
+def head_end(line: str) -> int:
+    """Where a sample line's name and labels end: after the `}` that closes the label set
+    (quotes and escapes respected, so a `}` or ` # ` inside a value does not end it), else at
+    the first blank."""
+    brace = line.find("{")
+    blank = min((i for i in (line.find(" "), line.find("\t")) if i >= 0), default=len(line))
+    if brace < 0 or brace > blank:
+        return blank
+    quoted, index = False, brace + 1
+    while index < len(line):
+        char = line[index]
+        if char == "\\" and quoted:
+            index += 2
+            continue
+        if char == '"':
+            quoted = not quoted
+        elif char == "}" and not quoted:
+            return index + 1
+        index += 1
+    raise ValueError("unbalanced braces")
+
+
+def quoted_name(body: str) -> tuple[str, str]:
+    """A UTF-8 metric name quoted first inside the braces (`{"my.metric", a="1"}`) and the
+    rest of the label body."""
+    name, position = _read_quoted(body, _skip_spaces(body, 0))
+    position = _skip_spaces(body, position)
+    if position < len(body):
+        if body[position] != ",":
+            raise ValueError("expected ',' after the quoted metric name")
+        position += 1
+    return name, body[position:]
+
+
+def type_line(rest: str) -> tuple[str, str] | None:
+    """(family, type) of the text after `# TYPE` (blanks or tabs between; a quoted UTF-8
+    family name allowed), None when malformed."""
+    rest = rest.strip()
+    if rest.startswith('"'):
+        try:
+            name, position = _read_quoted(rest, 0)
+        except ValueError:
+            return None
+        kinds = rest[position:].split()
+    else:
+        name, *kinds = rest.split()
+    if not name or len(kinds) != 1:
+        return None
+    return name, kinds[0]
 
 
 def reference_line(line: str, openmetrics: bool) -> list[Sample] | None:

@@ -76,13 +76,16 @@ class SeriesState(enum.Enum):
 
 
 def is_cumulative(sample_name: str, metric_type: str) -> bool:
-    """True for samples that only grow between restarts (counters, histogram/summary totals)."""
+    """True for samples that only grow between restarts (counters, histogram/summary totals,
+    and undeclared `*_total` series, which are counters by convention)."""
     if metric_type == "counter":
         return not sample_name.endswith("_created")
     if metric_type == "histogram":
         return sample_name.endswith(("_bucket", "_count", "_sum"))
     if metric_type == "summary":
         return sample_name.endswith(("_count", "_sum"))
+    if metric_type in ("untyped", "unknown"):
+        return sample_name.endswith("_total")
     return False
 
 
