@@ -22,19 +22,50 @@ def test_exported_rules_pass_promtool(tmp_path: Path) -> None:
         check=True,
     )
     document = yaml.safe_load(out.stdout)
-    alerts = {rule["alert"] for group in document["groups"] for rule in group["rules"]}
-    assert {"vtop_M1", "vtop_Q1", "vtop_L1", "vtop_ST2"} <= alerts
-    assert "vtop_Q2" not in alerts  # needs vtop:max_num_seqs, which Prometheus does not have
-    assert not any(
-        "nvml:" in rule["expr"] or "vtop:" in rule["expr"]
-        for group in document["groups"]
-        for rule in group["rules"]
-    )
+    rules = [rule for group in document["groups"] for rule in group["rules"]]
+    alerts = {rule["alert"] for rule in rules if "alert" in rule}
+    assert {"VllmPreemptionStorm", "VllmKVCacheMemoryIsTheBindingLimit"} <= alerts
+    assert "VllmTTFTIsDominatedByQueueing" in alerts
+    # Q2 needs vtop:max_num_seqs, which Prometheus does not have
+    assert "VllmMaxNumSeqsIsTheLimiterNotMemory" not in alerts
+    assert not any("nvml:" in rule["expr"] or "vtop:" in rule["expr"] for rule in rules)
+    records = [rule["record"] for rule in rules if "record" in rule]
+    assert "engine:request_queue_time_seconds:rate1m" in records
+    first_alert = next(i for i, rule in enumerate(rules) if "alert" in rule)
+    assert all("record" in rule for rule in rules[:first_alert])  # records ahead of the alerts
+    for rule in rules:
+        if "alert" in rule:
+            assert rule["labels"]["severity"] in ("info", "warning", "critical")
+            assert "{{ $value }}" in rule["annotations"]["description"]
+            assert rule["annotations"]["runbook_url"].startswith("https://")
     path = tmp_path / "vtop.rules.yml"
     path.write_text(out.stdout)
     check = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True, text=True)
     assert check.returncode == 0, check.stdout + check.stderr
-    assert f"SUCCESS: {len(alerts)} rules found" in check.stdout
+    assert f"SUCCESS: {len(rules)} rules found" in check.stdout
+
+
+def test_settings_given_to_the_export_make_more_rules_exportable(tmp_path: Path) -> None:
+    def alerts(*argv: str) -> set[str]:
+        out = subprocess.run(
+            [sys.executable, "-m", "vtop", "rules", "export", *argv],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        groups = yaml.safe_load(out.stdout)["groups"]
+        return {rule["alert"] for group in groups for rule in group["rules"] if "alert" in rule}
+
+    plain = alerts()
+    settings = ("max_num_seqs=256", "block_size=16", "kv_capacity_tokens=500000", "num_engines=1")
+    given = alerts(*(arg for setting in settings for arg in ("--setting", setting)))
+    assert plain < given and "VllmMaxNumSeqsIsTheLimiterNotMemory" in given
+    bad = subprocess.run(
+        [sys.executable, "-m", "vtop", "rules", "export", "--setting", "max_num_seqs"],
+        capture_output=True,
+        text=True,
+    )
+    assert bad.returncode == 2 and "NAME=NUMBER" in bad.stderr
 
 
 def test_rules_check_reports_file_and_line(tmp_path: Path) -> None:

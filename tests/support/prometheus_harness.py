@@ -27,13 +27,16 @@ def prometheus_binary() -> str:
     return found
 
 
-def config_text(targets: list[str]) -> str:
-    """A scrape config: every target (host:port) in job `vllm`, scraped each second."""
+def config_text(targets: list[str], rule_file: Path | None = None) -> str:
+    """A scrape config: every target (host:port) in job `vllm`, scraped each second, and the
+    rule file evaluated each second."""
     listed = ", ".join(f'"{target}"' for target in targets)
+    rules = f"rule_files: ['{rule_file}']\n" if rule_file is not None else ""
     return (
         "global:\n"
         f"  scrape_interval: {SCRAPE_INTERVAL_S}s\n"
         f"  evaluation_interval: {SCRAPE_INTERVAL_S}s\n"
+        f"{rules}"
         "scrape_configs:\n"
         "  - job_name: vllm\n"
         f"    static_configs:\n      - targets: [{listed}]\n"
@@ -41,11 +44,12 @@ def config_text(targets: list[str]) -> str:
 
 
 @contextmanager
-def prometheus(targets: list[str], workdir: Path) -> Iterator[str]:
-    """Run Prometheus on a free loopback port scraping `targets`; yield its URL; always stop it."""
+def prometheus(targets: list[str], workdir: Path, rule_file: Path | None = None) -> Iterator[str]:
+    """Run Prometheus on a free loopback port scraping `targets` (and evaluating the rules in
+    `rule_file`); yield its URL; always stop it."""
     workdir.mkdir(parents=True, exist_ok=True)
     config = workdir / "prometheus.yml"
-    config.write_text(config_text(targets))
+    config.write_text(config_text(targets, rule_file))
     port = free_port()
     argv = [
         prometheus_binary(),

@@ -1,4 +1,4 @@
-"""`vtop rules check DIR | test DIR | export [--rules DIR] | path`."""
+"""`vtop rules check DIR | test DIR | export [--rules DIR] [--setting N=V] | path`."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import yaml
 
 from vtop.cli.errors import EXIT_USAGE, CliError
 from vtop.cli.options import add_rules_option, parser
-from vtop.core.rules.export import export_rules
+from vtop.core.rules.export import ExportOptions, export_rules
 from vtop.core.rules.loader import PACKAGED, RuleFileError, load_rules
 from vtop.core.rules.rule_tests import run_rule_tests
 
@@ -36,10 +36,59 @@ def rules_parser() -> argparse.ArgumentParser:
     check.add_argument("directory", type=Path, help="a directory of rule files (*.yaml)")
     test = sub.add_parser("test", help="run the data tests in DIR/tests")
     test.add_argument("directory", type=Path, help="a directory of rule files with tests/")
-    export = sub.add_parser("export", help="print the rules as Prometheus alerting rules")
+    export = sub.add_parser(
+        "export", help="print the rules as Prometheus recording and alerting rules"
+    )
     add_rules_option(export)
+    export.add_argument(
+        "--scrape-interval",
+        type=_seconds,
+        default=15.0,
+        metavar="S",
+        help="Prometheus's scrape interval: windows widen to 4 of them (default: 15)",
+    )
+    export.add_argument(
+        "--evaluation-interval",
+        type=_seconds,
+        default=15.0,
+        metavar="S",
+        help="the rule group's evaluation interval (default: 15)",
+    )
+    export.add_argument(
+        "--setting",
+        action="append",
+        type=_setting,
+        default=[],
+        metavar="NAME=VALUE",
+        help="a vtop: setting every server shares (e.g. max_num_seqs=256), so the rules that "
+        "need it export too; repeatable (default: none)",
+    )
     sub.add_parser("path", help="print where the shipped rules are")
     return rules_cli
+
+
+def _seconds(text: str) -> float:
+    """A positive number of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 < value < 86400:
+        raise argparse.ArgumentTypeError(f"out of range (0 to 86400 s): {text!r}")
+    return value
+
+
+def _setting(text: str) -> tuple[str, float]:
+    """NAME=VALUE for --setting."""
+    name, equals, value = text.partition("=")
+    name = name.strip().removeprefix("vtop:")
+    try:
+        number = float(value)
+    except ValueError:
+        number = float("nan")
+    if not equals or not name.isidentifier() or number != number:
+        raise argparse.ArgumentTypeError(f"expected NAME=NUMBER, got {text!r}")
+    return name, number
 
 
 def rules_main(argv: list[str]) -> int:
@@ -60,7 +109,8 @@ def rules_main(argv: list[str]) -> int:
     except RuleFileError as error:
         raise CliError(str(error), EXIT_RULE_ERRORS) from None
     if args.action == "export":
-        print(yaml.safe_dump(export_rules(loaded), sort_keys=False, width=120))
+        options = ExportOptions(args.scrape_interval, args.evaluation_interval, dict(args.setting))
+        print(yaml.safe_dump(export_rules(loaded, options), sort_keys=False, width=120))
         return 0
     if args.action == "check":
         print(f"{len(loaded)} rules OK in {args.directory}")

@@ -1,28 +1,127 @@
-"""vtop's rules as Prometheus alerting rules (those that need no vtop-only data)."""
+"""vtop's rules as Prometheus alerting rules: the records they use as recording rules in the
+same group ahead of them (evaluated first, as vtop evaluates them), alert names, labels and
+annotations by Prometheus's conventions, windows widened for the scrape interval, and the
+`vtop:` settings an operator gives substituted as numbers."""
 
 from __future__ import annotations
 
+import dataclasses
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from vtop.core.rules.loader import Rule
+from vtop.core.rules.promql.ast import Expr, Number, Selector, map_selectors
+from vtop.core.rules.promql.printer import for_prometheus, is_local, to_text
+from vtop.core.rules.records import Record, uses
+
+RUNBOOK = "https://pypi.org/project/vtop-vllm/#rules"
+SAMPLES_PER_WINDOW = 4
+"""A window holds at least four scrapes, so rate() always has two samples (Prometheus's advice)."""
+GROUP = "vtop-triage"
 
 
-def export_rules(rules: list[Rule]) -> dict[str, Any]:
-    """Rules that use only real vLLM metrics, as a Prometheus alerting-rules document."""
-    groups: dict[str, list[dict[str, Any]]] = {}
+@dataclass(frozen=True)
+class ExportOptions:
+    """How the export adapts the rules to one Prometheus."""
+
+    scrape_interval_s: float = 15.0
+    evaluation_interval_s: float = 15.0
+    settings: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    """`vtop:` settings (without the prefix) that hold for every server this Prometheus sees."""
+
+
+def alert_name(rule: Rule) -> str:
+    """VllmPreemptionStorm: the title's words before any parenthesis, CamelCase, prefixed."""
+    words = re.findall(r"[A-Za-z0-9]+", rule.title.split("(")[0])
+    return "Vllm" + "".join(word[:1].upper() + word[1:] for word in words)
+
+
+def _adapted(expr: Expr, options: ExportOptions) -> Expr:
+    """Settings given as numbers; windows no shorter than four scrape intervals."""
+    widest = SAMPLES_PER_WINDOW * options.scrape_interval_s
+
+    def replace(selector: Selector) -> Expr:
+        setting = selector.name.removeprefix("vtop:")
+        if selector.name.startswith("vtop:") and setting in options.settings:
+            return Number(float(options.settings[setting]))
+        if selector.range_s is not None and selector.range_s < widest:
+            return dataclasses.replace(selector, range_s=widest)
+        return selector
+
+    return map_selectors(expr, replace)
+
+
+def _records(rules: list[Rule], options: ExportOptions) -> dict[str, Expr]:
+    """Every record the rules name, adapted, in definition order."""
+    found: dict[str, Record] = {}
     for rule in rules:
-        expr = rule.prometheus_expr()
-        if expr is None:
-            continue
-        groups.setdefault(rule.phase, []).append(
-            {
-                "alert": "vtop_" + rule.id.replace("-", "_"),
-                "expr": expr,
-                "for": f"{int(rule.for_s)}s",
-                "labels": {"severity": rule.severity, "phase": rule.phase},
-                "annotations": {"summary": rule.title, "source": rule.source or rule.path},
-            }
-        )
+        for record in rule.records:
+            found.setdefault(record.name, record)
+    return {name: _adapted(record.expr, options) for name, record in found.items()}
+
+
+def _local_records(records: dict[str, Expr]) -> frozenset[str]:
+    """Records that read data only vtop has, directly or through other records."""
+    local: set[str] = set()
+    for name, expr in records.items():
+        if is_local(expr, frozenset(local)):
+            local.add(name)
+    return frozenset(local)
+
+
+def _alert(rule: Rule, expr: Expr, name: str, options: ExportOptions) -> dict[str, Any]:
+    """One alerting rule."""
+    for_s = max(rule.for_s, options.evaluation_interval_s) if rule.for_s else 0.0
     return {
-        "groups": [{"name": f"vtop-{phase}", "rules": items} for phase, items in groups.items()]
+        "alert": name,
+        "expr": to_text(expr),
+        "for": f"{int(for_s)}s",
+        "labels": {"severity": rule.severity, "phase": rule.phase, "rule_id": rule.id},
+        "annotations": {
+            "summary": f"{rule.title} on {{{{ $labels.instance }}}}",
+            "description": (
+                f"vtop rule {rule.id} ({rule.phase} phase) holds on {{{{ $labels.instance }}}}"
+                " with value {{ $value }}. Run `vtop diagnose` against this server for the"
+                " evidence and the flag change."
+            ),
+            "runbook_url": f"{RUNBOOK}-{rule.id.lower()}",
+        },
     }
+
+
+def export_rules(rules: list[Rule], options: ExportOptions | None = None) -> dict[str, Any]:
+    """The rules Prometheus can evaluate, with the records they use ahead of them, as one
+    rule group (records in the same group are evaluated first, at the same instant)."""
+    options = options or ExportOptions()
+    records = _records(rules, options)
+    local = _local_records(records)
+    alerts, names, used = [], set(), set()
+    for rule in rules:
+        exportable = for_prometheus(_adapted(rule.written_expr or rule.expr, options), local)
+        if exportable is None:
+            continue
+        name = alert_name(rule)
+        if name in names:
+            name += rule.id.replace("-", "")
+        names.add(name)
+        used.update(_closure(exportable, records))
+        alerts.append(_alert(rule, exportable, name, options))
+    recorded = [
+        {"record": name, "expr": to_text(expr)} for name, expr in records.items() if name in used
+    ]
+    interval = f"{int(options.evaluation_interval_s)}s"
+    return {"groups": [{"name": GROUP, "interval": interval, "rules": recorded + alerts}]}
+
+
+def _closure(expr: Expr, records: dict[str, Expr]) -> set[str]:
+    """The records an expression reads, directly or through others."""
+    found: set[str] = set()
+    pending = uses(expr, records)
+    while pending:
+        name = pending.pop()
+        if name not in found:
+            found.add(name)
+            pending += uses(records[name], records)
+    return found

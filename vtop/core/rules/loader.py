@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Literal, cast, get_args
+from typing import Literal, TypeVar, cast, get_args
 
 import yaml
 
 from vtop.core.rules.promql.ast import Expr, selectors
 from vtop.core.rules.promql.parser import PromQLError, parse, parse_duration
 from vtop.core.rules.promql.printer import for_prometheus, to_text
+from vtop.core.rules.records import RECORD_KEYS, RECORD_NAME, Record, RecordUseError, expand, uses
 
 Phase = Literal["queue", "memory", "compute", "latency", "config", "gpu", "streaming"]
 Severity = Literal["info", "warning", "critical"]
@@ -37,6 +39,7 @@ RULE_KEYS = {
     "unless_found",
     "source",
 }
+T = TypeVar("T")
 SUGGESTION_KEYS = {"flag", "when", "current", "proposed", "set", "why", "effect"}
 
 
@@ -95,6 +98,10 @@ class Rule:
     """`target`: evaluated per server; `fleet`: once over all servers, by `instance`."""
     unless_found: tuple[str, ...] = ()
     """Dropped when any of these rules holds: a finding for what the others leave unexplained."""
+    written_expr: Expr | None = None
+    """The condition as written, naming records (None when it names none: `expr` is it)."""
+    records: tuple[Record, ...] = ()
+    """The records the condition uses, directly or through others, in definition order."""
 
     @cached_property
     def settings(self) -> frozenset[str]:
@@ -109,12 +116,14 @@ class Rule:
             if selector.name.startswith("vtop:")
         )
 
-    def prometheus_expr(self) -> str | None:
-        """The condition as a Prometheus server can evaluate it; None when it needs vtop's data."""
-        exportable = for_prometheus(self.expr)
+    def prometheus_expr(self, local: frozenset[str] = frozenset()) -> str | None:
+        """The condition as a Prometheus server can evaluate it (naming the records; those in
+        `local` need vtop's data); None when it needs vtop's data."""
+        written = self.written_expr or self.expr
+        exportable = for_prometheus(written, local)
         if exportable is None:
             return None
-        return " ".join(self.expr_text.split()) if exportable == self.expr else to_text(exportable)
+        return " ".join(self.expr_text.split()) if exportable == written else to_text(exportable)
 
 
 class _Located:
@@ -150,7 +159,13 @@ def _text(node: yaml.Node | None) -> str:
 
 
 def load_rule_file(path: Path, text: str | None = None) -> list[Rule]:
-    """Parse and validate one rule file; raise RuleFileError listing every problem."""
+    """Parse and validate one rule file (records not expanded); raise RuleFileError listing
+    every problem."""
+    return load_file(path, text)[0]
+
+
+def load_file(path: Path, text: str | None = None) -> tuple[list[Rule], list[Record]]:
+    """The rules and records of one file; RuleFileError listing every problem."""
     located = _Located(path)
     try:
         root = yaml.compose(read_text_file(path) if text is None else text)
@@ -158,22 +173,54 @@ def load_rule_file(path: Path, text: str | None = None) -> list[Rule]:
         mark = getattr(problem, "problem_mark", None)
         line = mark.line + 1 if mark is not None else 1
         raise RuleFileError([RuleError(path, line, f"invalid YAML: {problem}")]) from None
-    rules = _rules(root, located)
+    if not isinstance(root, yaml.MappingNode) or not {"rules", "records"} & set(_mapping(root)):
+        message = "expected a mapping with a 'rules' or 'records' list"
+        raise RuleFileError([RuleError(path, 1, message)])
+    fields = _mapping(root)
+    rules = _items(fields.get("rules"), "rules", located, _rule)
+    records = _items(fields.get("records"), "records", located, _record)
     if located.errors:
         raise RuleFileError(located.errors)
-    return rules
+    return rules, records
 
 
-def _rules(root: yaml.Node | None, located: _Located) -> list[Rule]:
-    """The `rules:` list of a file."""
-    if not isinstance(root, yaml.MappingNode) or "rules" not in _mapping(root):
-        located.errors.append(RuleError(located.path, 1, "expected a mapping with a 'rules' list"))
+def _items(
+    node: yaml.Node | None,
+    key: str,
+    located: _Located,
+    read: Callable[[yaml.Node, _Located], T | None],
+) -> list[T]:
+    """The valid items of a `rules:` or `records:` list."""
+    if node is None:
         return []
-    items = _mapping(root)["rules"]
-    if not isinstance(items, yaml.SequenceNode):
-        located.error(items, "'rules' must be a list")
+    if not isinstance(node, yaml.SequenceNode):
+        located.error(node, f"'{key}' must be a list")
         return []
-    return [rule for node in items.value if (rule := _rule(node, located)) is not None]
+    return [item for child in node.value if (item := read(child, located)) is not None]
+
+
+def _record(node: yaml.Node, located: _Located) -> Record | None:
+    """One `record:` entry, or None after recording its errors."""
+    if not isinstance(node, yaml.MappingNode):
+        located.error(node, "a record must be a mapping")
+        return None
+    fields = _mapping(node)
+    unknown = sorted(set(fields) - RECORD_KEYS)
+    missing = sorted(RECORD_KEYS - set(fields))
+    if unknown or missing:
+        problems = [f"unknown key(s) {', '.join(unknown)}"] * bool(unknown)
+        problems += [f"missing {', '.join(missing)}"] * bool(missing)
+        located.error(node, f"record: {'; '.join(problems)}")
+        return None
+    name = _text(fields["record"])
+    if not RECORD_NAME.match(name):
+        located.error(fields["record"], f"record name {name!r} is not level:metric:operations")
+        return None
+    expr = located.expr(fields["expr"], f"record {name} expr")
+    if expr is None:
+        return None
+    text = _text(fields["expr"]).strip()
+    return Record(name, expr, text, expr, str(located.path), node.start_mark.line + 1)
 
 
 def _rule(node: yaml.Node, located: _Located) -> Rule | None:
@@ -351,29 +398,104 @@ def read_text_file(path: Path) -> str:
 
 
 def load_rules(directories: Iterable[Path] = (PACKAGED,)) -> list[Rule]:
-    """Rules from directories in order; a rule in a later directory with the same id overrides
-    an earlier one (user rules over the shipped ones); the same id twice in one directory is an
-    error naming both places."""
+    """Rules from directories in order, records expanded; a rule or record in a later
+    directory with the same id or name overrides an earlier one (user rules over the shipped
+    ones); the same id twice in one directory is an error naming both places."""
     by_id: dict[str, Rule] = {}
+    records: dict[str, Record] = {}
     errors: list[RuleError] = []
     for directory in directories:
         here: dict[str, Rule] = {}
         for path in rule_files(directory):
             try:
-                for rule in load_rule_file(path):
-                    if rule.id in here:
-                        first = here[rule.id]
-                        message = (
-                            f"duplicate rule id {rule.id!r} (also at {first.path}:{first.line})"
-                        )
-                        errors.append(RuleError(rule.path, rule.line, message))
-                    here[rule.id] = by_id[rule.id] = rule
+                rules, file_records = load_file(path)
             except RuleFileError as problem:
                 errors.extend(problem.errors)
-    errors.extend(_cross_check(list(by_id.values())))
+                continue
+            for rule in rules:
+                if rule.id in here:
+                    first = here[rule.id]
+                    message = f"duplicate rule id {rule.id!r} (also at {first.path}:{first.line})"
+                    errors.append(RuleError(rule.path, rule.line, message))
+                here[rule.id] = by_id[rule.id] = rule
+            errors += _add_records(file_records, records)
+    expanded = [_with_records(rule, records, errors) for rule in by_id.values()]
+    errors.extend(_cross_check(expanded))
     if errors:
         raise RuleFileError(errors)
-    return list(by_id.values())
+    return expanded
+
+
+def _add_records(new: list[Record], records: dict[str, Record]) -> list[RuleError]:
+    """Expand each record with those defined before it and add it; errors for the rest."""
+    errors = []
+    for record in new:
+        try:
+            expanded = expand(record.expr, records)
+        except RecordUseError as problem:
+            errors.append(RuleError(record.path, record.line, f"record {record.name}: {problem}"))
+            continue
+        unknown = [s.name for s in selectors(expanded) if RECORD_NAME.match(s.name)]
+        if unknown:
+            message = f"record {record.name} uses {unknown[0]}, which is not defined before it"
+            errors.append(RuleError(record.path, record.line, message))
+            continue
+        records[record.name] = dataclasses.replace(record, expanded=expanded)
+    return errors
+
+
+def _with_records(rule: Rule, records: dict[str, Record], errors: list[RuleError]) -> Rule:
+    """The rule with the records it names expanded (an error for an unknown or misused one)."""
+    exprs = [rule.expr, *rule.evidence.values()]
+    for suggestion in rule.suggestions:
+        exprs += [e for e in (suggestion.current, suggestion.proposed, suggestion.when) if e]
+    named = [s.name for e in exprs for s in selectors(e) if RECORD_NAME.match(s.name)]
+    unknown = sorted(set(named) - set(records))
+    if unknown:
+        errors.append(
+            RuleError(rule.path, rule.line, f"rule {rule.id} uses unknown record {unknown[0]}")
+        )
+        return rule
+    if not named:
+        return rule
+    try:
+        return dataclasses.replace(
+            rule,
+            expr=expand(rule.expr, records),
+            written_expr=rule.expr,
+            records=_used(rule.expr, records),
+            evidence={k: expand(e, records) for k, e in rule.evidence.items()},
+            suggestions=tuple(_expanded_suggestion(s, records) for s in rule.suggestions),
+        )
+    except RecordUseError as problem:
+        errors.append(RuleError(rule.path, rule.line, f"rule {rule.id}: {problem}"))
+        return rule
+
+
+def _expanded_suggestion(suggestion: Suggestion, records: dict[str, Record]) -> Suggestion:
+    """A suggestion with its expressions' records expanded."""
+
+    def expanded(expr: Expr | None) -> Expr | None:
+        return None if expr is None else expand(expr, records)
+
+    return dataclasses.replace(
+        suggestion,
+        current=expanded(suggestion.current),
+        proposed=expanded(suggestion.proposed),
+        when=expanded(suggestion.when),
+    )
+
+
+def _used(expr: Expr, records: dict[str, Record]) -> tuple[Record, ...]:
+    """The records an expression reads, directly or through others, in definition order."""
+    found: set[str] = set()
+    pending = uses(expr, records)
+    while pending:
+        name = pending.pop()
+        if name not in found:
+            found.add(name)
+            pending += uses(records[name].expr, records)
+    return tuple(record for name, record in records.items() if name in found)
 
 
 def _cross_check(rules: list[Rule]) -> list[RuleError]:

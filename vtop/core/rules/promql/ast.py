@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from functools import cached_property
 
@@ -105,3 +107,18 @@ def selectors(expr: Expr) -> list[Selector]:
     if isinstance(expr, Binary):
         return selectors(expr.left) + selectors(expr.right)
     return []
+
+
+def map_selectors(expr: Expr, replace: Callable[[Selector], Expr]) -> Expr:
+    """The expression with every selector replaced by `replace(selector)`."""
+    if isinstance(expr, Selector):
+        return replace(expr)
+    if isinstance(expr, Call):
+        return dataclasses.replace(expr, args=tuple(map_selectors(a, replace) for a in expr.args))
+    if isinstance(expr, Aggregate | Negate):
+        return dataclasses.replace(expr, expr=map_selectors(expr.expr, replace))
+    if isinstance(expr, Binary):
+        return dataclasses.replace(
+            expr, left=map_selectors(expr.left, replace), right=map_selectors(expr.right, replace)
+        )
+    return expr

@@ -82,7 +82,7 @@ def _binary(binary: Binary) -> str:
     modifiers = " bool" if binary.return_bool else ""
     if binary.on is not None:
         modifiers += f" on ({', '.join(binary.on)})"
-    elif binary.ignoring:
+    elif binary.ignoring or binary.group is not None:
         modifiers += f" ignoring ({', '.join(binary.ignoring)})"
     right = _operand(binary.right)
     if binary.group is not None:
@@ -91,22 +91,22 @@ def _binary(binary: Binary) -> str:
     return f"{_operand(binary.left)} {binary.op}{modifiers} {right}"
 
 
-def is_local(expr: Expr) -> bool:
-    """True when the expression reads a series only vtop has."""
-    return any(s.name.startswith(LOCAL_PREFIXES) for s in selectors(expr))
+def is_local(expr: Expr, local: frozenset[str] = frozenset()) -> bool:
+    """True when the expression reads a series only vtop has (or a name listed in `local`)."""
+    return any(s.name.startswith(LOCAL_PREFIXES) or s.name in local for s in selectors(expr))
 
 
-def for_prometheus(expr: Expr) -> Expr | None:
+def for_prometheus(expr: Expr, local: frozenset[str] = frozenset()) -> Expr | None:
     """The condition without `or` branches only vtop can evaluate; None when none is left.
 
     Dropping a branch of an `or` makes a condition stricter, so this is done only where the
     condition holds positively (not under `unless`); it may alert less often, never more.
     """
-    if not is_local(expr):
+    if not is_local(expr, local):
         return expr
     if not isinstance(expr, Binary) or expr.op not in ("and", "or"):
         return None
-    left, right = for_prometheus(expr.left), for_prometheus(expr.right)
+    left, right = for_prometheus(expr.left, local), for_prometheus(expr.right, local)
     if expr.op == "or" and (left is None or right is None):
         return left or right
     if left is None or right is None:
