@@ -77,3 +77,30 @@ def test_rules_check_reports_file_and_line(tmp_path: Path) -> None:
     )
     assert out.returncode == 1
     assert f"{tmp_path / 'bad.yaml'}:2: rule is missing 'severity'" in out.stderr
+
+
+def test_the_exported_rules_pass_the_rule_tests_in_promtool(tmp_path: Path) -> None:
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.fail("promtool missing: apt-get install prometheus (scripts/test does)")
+    out = subprocess.run(
+        [sys.executable, "-m", "vtop", "rules", "export", "--tests", str(tmp_path)],
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0, out.stderr
+    checked = int(out.stdout.split()[0])
+    assert checked >= 70 and "error:" not in out.stderr
+    test_file = tmp_path / "vtop.rules_test.yml"
+    ran = subprocess.run(
+        [promtool, "test", "rules", str(test_file)], capture_output=True, text=True
+    )
+    assert ran.returncode == 0, ran.stdout[-4000:] + ran.stderr[-2000:]
+    assert "SUCCESS" in ran.stdout
+    # the tests can fail: a storm threshold Prometheus would read differently breaks them
+    rules = tmp_path / "vtop.rules.yml"
+    rules.write_text(rules.read_text().replace("> (0.01 *", "> (1000 *", 1))
+    broken = subprocess.run(
+        [promtool, "test", "rules", str(test_file)], capture_output=True, text=True
+    )
+    assert broken.returncode == 1 and "VllmPreemptionStorm" in broken.stdout + broken.stderr

@@ -15,7 +15,7 @@ import yaml
 from tests.support.promql_strategies import EVAL_TIMES_S, INTERVAL_S, Case
 from vtop.core.rules.promql.evaluator import FLEET, Context, EvaluationError, evaluate_named
 from vtop.core.rules.promql.parser import PromQLError, parse
-from vtop.core.rules.rule_tests import _frames
+from vtop.core.rules.rule_tests import case_frames
 from vtop.core.store.store import Store
 
 Answer = dict[frozenset[tuple[str, str]], float] | str
@@ -55,7 +55,7 @@ def _show(answer: Answer) -> str:
 def vtop_answer(case: Case, time_s: int) -> Answer:
     """What vtop evaluates, over the store the rule tests build from the same notation."""
     store = Store()
-    for frame in _frames({"series": dict(case.series)}, float(INTERVAL_S)):
+    for frame in case_frames({"series": dict(case.series)}, float(INTERVAL_S)):
         store.ingest(frame)
     try:
         value = evaluate_named(parse(case.expr), Context(store, FLEET, float(time_s)))

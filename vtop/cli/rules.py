@@ -11,7 +11,8 @@ import yaml
 from vtop.cli.errors import EXIT_USAGE, CliError
 from vtop.cli.options import add_rules_option, parser
 from vtop.core.rules.export import ExportOptions, export_rules
-from vtop.core.rules.loader import PACKAGED, RuleFileError, load_rules
+from vtop.core.rules.export_tests import RULES_FILE, TESTS_FILE, export_tests
+from vtop.core.rules.loader import PACKAGED, Rule, RuleFileError, load_rules
 from vtop.core.rules.rule_tests import run_rule_tests
 
 EXIT_RULE_ERRORS = 1
@@ -55,6 +56,13 @@ def rules_parser() -> argparse.ArgumentParser:
         help="the rule group's evaluation interval (default: 15)",
     )
     export.add_argument(
+        "--tests",
+        type=Path,
+        metavar="DIR",
+        help=f"write the export for 1 s scrapes and the rule tests as promtool tests into DIR "
+        f"({RULES_FILE}, {TESTS_FILE}), for `promtool test rules` (default: print the rules)",
+    )
+    export.add_argument(
         "--setting",
         action="append",
         type=_setting,
@@ -91,6 +99,31 @@ def _setting(text: str) -> tuple[str, float]:
     return name, number
 
 
+def _export_tests(rules: list[Rule], directories: list[Path], out: Path) -> int:
+    """Write the export and its promtool tests; report what Prometheus does differently."""
+    if out.exists() and not out.is_dir():
+        raise CliError(f"rules export --tests: {out}: not a directory", EXIT_USAGE)
+    tests = [d / "tests" for d in directories if (d / "tests").is_dir()]
+    exported = export_tests(rules, tests)
+    try:
+        out.mkdir(parents=True, exist_ok=True, mode=0o755)
+        (out / RULES_FILE).write_text(yaml.safe_dump(exported.rules, sort_keys=False, width=120))
+        (out / TESTS_FILE).write_text(yaml.safe_dump(exported.tests, sort_keys=False, width=120))
+    except OSError as error:
+        raise CliError(f"rules export --tests: {out}: {error.strerror or error}", 1) from None
+    for note in exported.stricter:
+        print(
+            f"note: Prometheus does not fire here (stricter export or young series): {note}",
+            file=sys.stderr,
+        )
+    for problem in exported.errors:
+        print(f"error: {problem}", file=sys.stderr)
+    cases = len(exported.tests["tests"])
+    print(f"{exported.checked} expectations in {cases} cases: {out / TESTS_FILE}")
+    print(f"run: promtool test rules {out / TESTS_FILE}")
+    return EXIT_RULE_ERRORS if exported.errors else 0
+
+
 def rules_main(argv: list[str]) -> int:
     """Run `vtop rules ...`."""
     args = rules_parser().parse_args(argv)
@@ -108,6 +141,8 @@ def rules_main(argv: list[str]) -> int:
         loaded = load_rules([PACKAGED, *directories] if args.action == "export" else directories)
     except RuleFileError as error:
         raise CliError(str(error), EXIT_RULE_ERRORS) from None
+    if args.action == "export" and args.tests is not None:
+        return _export_tests(loaded, [PACKAGED, *directories], args.tests)
     if args.action == "export":
         options = ExportOptions(args.scrape_interval, args.evaluation_interval, dict(args.setting))
         print(yaml.safe_dump(export_rules(loaded, options), sort_keys=False, width=120))

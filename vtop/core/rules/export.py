@@ -12,10 +12,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from vtop.core.rules.loader import Rule
-from vtop.core.rules.promql.ast import Expr, Number, Selector, map_selectors
+from vtop.core.rules.promql.ast import Binary, Expr, Number, Selector, map_selectors
+from vtop.core.rules.promql.parser import parse
 from vtop.core.rules.promql.printer import for_prometheus, is_local, to_text
 from vtop.core.rules.records import Record, uses
 
+INSTANCE = "instance"
 RUNBOOK = "https://pypi.org/project/vtop-vllm/#rules"
 SAMPLES_PER_WINDOW = 4
 """A window holds at least four scrapes, so rate() always has two samples (Prometheus's advice)."""
@@ -97,22 +99,60 @@ def export_rules(rules: list[Rule], options: ExportOptions | None = None) -> dic
     options = options or ExportOptions()
     records = _records(rules, options)
     local = _local_records(records)
-    alerts, names, used = [], set(), set()
-    for rule in rules:
-        exportable = for_prometheus(_adapted(rule.written_expr or rule.expr, options), local)
-        if exportable is None:
+    conditions = _conditions(rules, options, local)
+    names = _names([rule for rule in rules if rule.id in conditions])
+    alerts, used = [], set()
+    for rule in sorted(rules, key=lambda rule: bool(rule.unless_found)):
+        condition = conditions.get(rule.id)
+        if condition is None:
             continue
-        name = alert_name(rule)
-        if name in names:
-            name += rule.id.replace("-", "")
-        names.add(name)
-        used.update(_closure(exportable, records))
-        alerts.append(_alert(rule, exportable, name, options))
+        if rule.unless_found:
+            condition = _unless_firing(condition, [names[other] for other in rule.unless_found])
+        used.update(_closure(condition, records))
+        alerts.append(_alert(rule, condition, names[rule.id], options))
     recorded = [
         {"record": name, "expr": to_text(expr)} for name, expr in records.items() if name in used
     ]
     interval = f"{int(options.evaluation_interval_s)}s"
     return {"groups": [{"name": GROUP, "interval": interval, "rules": recorded + alerts}]}
+
+
+def _conditions(
+    rules: list[Rule], options: ExportOptions, local: frozenset[str]
+) -> dict[str, Expr]:
+    """The exportable condition of each rule by id. A rule that is moot when others fire
+    (`unless_found`) exports only with all of them, or it would alarm where vtop says the
+    cause is another finding."""
+    conditions = {}
+    for rule in rules:
+        exportable = for_prometheus(_adapted(rule.written_expr or rule.expr, options), local)
+        if exportable is not None:
+            conditions[rule.id] = exportable
+    return {
+        rule_id: condition
+        for rule_id, condition in conditions.items()
+        if all(other in conditions for other in _by_id(rules)[rule_id].unless_found)
+    }
+
+
+def _by_id(rules: list[Rule]) -> dict[str, Rule]:
+    return {rule.id: rule for rule in rules}
+
+
+def _names(rules: list[Rule]) -> dict[str, str]:
+    """A unique alert name per rule id."""
+    names: dict[str, str] = {}
+    for rule in rules:
+        name = alert_name(rule)
+        names[rule.id] = name + rule.id.replace("-", "") if name in names.values() else name
+    return names
+
+
+def _unless_firing(condition: Expr, alerts: list[str]) -> Expr:
+    """The condition unless one of `alerts` fires for the same server (they come earlier in
+    the group, so their ALERTS series of this evaluation are already written)."""
+    firing = parse(f'ALERTS{{alertstate="firing", alertname=~"{"|".join(sorted(alerts))}"}}')
+    return Binary("unless", condition, firing, on=(INSTANCE,))
 
 
 def _closure(expr: Expr, records: dict[str, Expr]) -> set[str]:

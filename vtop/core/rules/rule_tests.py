@@ -62,7 +62,7 @@ class Outcome:
     fired: set[str] = field(default_factory=set)
 
 
-def _frames(case: dict[str, Any], interval: float) -> list[Frame]:
+def case_frames(case: dict[str, Any], interval: float) -> list[Frame]:
     """One frame per tick from the case's series."""
     parser = ExpositionParser()
     columns = {
@@ -123,7 +123,7 @@ def run_case(rules: list[Rule], case: dict[str, Any]) -> tuple[list[str], set[st
     expectations = {parse_duration(str(e["at"])): e for e in case["expect"]}
     store, engine, failures, fired = Store(), Engine(rules), [], set()
     inferences = Inferences() if str(case.get("infer", "")).lower() == "true" else None
-    for frame in _frames(case, interval):
+    for frame in case_frames(case, interval):
         store.ingest(frame)
         config, inferred = _config(case), {}
         if inferences is not None:
@@ -139,7 +139,7 @@ def run_case(rules: list[Rule], case: dict[str, Any]) -> tuple[list[str], set[st
                 expectation.get("inferred") or {}, inferred, frame.timestamp
             )
             fired |= _all_ids(triage)
-    missing = sorted(set(expectations) - {f.timestamp for f in _frames(case, interval)})
+    missing = sorted(set(expectations) - {f.timestamp for f in case_frames(case, interval)})
     failures += [f"no tick at {t}s (series too short)" for t in missing]
     return failures, fired
 

@@ -66,6 +66,10 @@ class Context:
     target: str
     now: float
     config: Mapping[str, float | None] = field(default_factory=dict)
+    from_first_sample: bool = True
+    """A range reaching back before the first sample vtop took starts there (vtop has no
+    history from before it started watching, and Prometheus's extrapolation would read a
+    series start); False evaluates exactly as Prometheus (the export's tests)."""
     memo: dict[Expr, Value] = field(default_factory=dict)
     """Function and aggregation results of this evaluation (rules share many subexpressions).
     Values are never mutated after they are made, so sharing them is safe."""
@@ -174,7 +178,9 @@ def _range_call(call: Call, context: Context) -> Vector:
     if selector.name.startswith(CONFIG_PREFIX):
         raise EvaluationError(f"{selector.name} is a configuration value, not a series")
     end = context.now - selector.offset_s
-    start = range_start(context.store, end - selector.range_s)
+    start = end - selector.range_s
+    if context.from_first_sample:
+        start = range_start(context.store, start)
     keeps_name = call.function == "last_over_time"
     vector: list[tuple[Labels, float]] = []
     for series in _series(selector, context):

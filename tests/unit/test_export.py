@@ -1,0 +1,65 @@
+"""`vtop rules export`: names, records ahead of alerts, settings, moot rules, value rendering."""
+
+from __future__ import annotations
+
+import pytest
+
+from vtop.core.config.server_config import NUMERIC
+from vtop.core.rules.export import ExportOptions, export_rules
+from vtop.core.rules.export_tests import go_value
+from vtop.core.rules.loader import load_rules
+
+
+def exported(**settings: float) -> list[dict[str, object]]:
+    document = export_rules(load_rules(), ExportOptions(settings=settings))
+    (group,) = document["groups"]
+    return list(group["rules"])
+
+
+def test_records_come_before_the_alerts_that_use_them() -> None:
+    rules = exported()
+    names = {str(rule["record"]) for rule in rules if "record" in rule}
+    assert "engine:request_queue_time_seconds:rate1m" in names
+    seen: set[str] = set()
+    for rule in rules:
+        assert {name for name in names if name in str(rule["expr"])} <= seen
+        if "record" in rule:
+            seen.add(str(rule["record"]))
+    kinds = ["record" in rule for rule in rules]
+    assert kinds == sorted(kinds, reverse=True)
+
+
+def test_windows_widen_to_four_scrapes() -> None:
+    document = export_rules(load_rules(), ExportOptions(scrape_interval_s=30.0))
+    exprs = " ".join(str(rule["expr"]) for rule in document["groups"][0]["rules"])
+    assert "[1m]" not in exprs and "[2m]" in exprs
+
+
+def test_a_rule_moot_when_others_fire_exports_only_with_them() -> None:
+    plain = {rule.get("alert") for rule in exported()}
+    assert "VllmRequestsWaitAndNoLimiterIsIdentified" not in plain  # Q0 needs Q2, Q3, ...
+    every = exported(**{name: 1.0 for name in NUMERIC})
+    alerts = [rule for rule in every if "alert" in rule]
+    (q0,) = [rule for rule in alerts if rule["alert"] == "VllmRequestsWaitAndNoLimiterIsIdentified"]
+    assert 'unless on (instance) ALERTS{alertstate="firing"' in str(q0["expr"])
+    assert "VllmMaxNumSeqsIsTheLimiterNotMemory" in str(q0["expr"])
+    assert alerts.index(q0) == len(alerts) - 1  # after the alerts it defers to
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (1e6, "1e+06"),
+        (123456.0, "123456"),
+        (1234567.0, "1.234567e+06"),
+        (0.0001, "0.0001"),
+        (1.5e-05, "1.5e-05"),
+        (0.1 + 0.2, "0.30000000000000004"),
+        (-2.5, "-2.5"),
+        (100.0, "100"),
+        (float("inf"), "+Inf"),
+        (float("nan"), "NaN"),
+    ],
+)
+def test_values_render_as_go_prints_them(value: float, text: str) -> None:
+    assert go_value(value) == text
