@@ -27,7 +27,7 @@ from vtop.core.config.inference import EngineWindow, engine_windows
 from vtop.core.frame import Frame
 from vtop.core.ingest.poller import poll
 from vtop.core.ingest.sources.vllm_http import ScrapeOptions, VllmHttpSource
-from vtop.core.rules.loader import Rule
+from vtop.core.rules.rule import Rule
 from vtop.core.session.diagnose import DiagnoseOptions, Diagnosis, diagnose_frames
 from vtop.core.store.store import Store
 

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from vtop.core.rules.loader import RuleFileError, load_rules
+from vtop.core.rules.loader import load_rules
 from vtop.core.rules.promql.parser import parse
+from vtop.core.rules.rule import RuleFileError
 
 RULE = """rules:
   - id: R1

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from vtop.core.rules.loader import PACKAGED, RuleFileError, load_rule_file, load_rules
+from vtop.core.rules.loader import PACKAGED, load_rules
+from vtop.core.rules.rule import RuleFileError
+from vtop.core.rules.rule_file import load_rule_file
 from vtop.core.rules.rule_tests import expand, run_rule_tests
 
 

@@ -24,8 +24,8 @@ from vtop.core.config.effective_config import DiagnoseOptions
 from vtop.core.config.settings import Settings
 from vtop.core.ingest.sources.prometheus import PrometheusError
 from vtop.core.ingest.sources.vllm_http import DEFAULT_URL
-from vtop.core.rules.loader import Rule
 from vtop.core.rules.promql.parser import PromQLError, parse_duration
+from vtop.core.rules.rule import Rule
 from vtop.core.session.diagnose import (
     EXIT_UNKNOWN,
     diagnose_feed,

@@ -11,7 +11,8 @@ from vtop.cli.errors import EXIT_USAGE, CliError
 from vtop.core.config.settings import PANELS, Settings, SettingsError, load_settings
 from vtop.core.ingest.sources.vllm_http import API_KEY_ENV, ScrapeOptions
 from vtop.core.redact import remember
-from vtop.core.rules.loader import PACKAGED, Rule, RuleFileError, load_rules
+from vtop.core.rules.loader import PACKAGED, load_rules
+from vtop.core.rules.rule import Rule, RuleFileError
 
 EXIT_RULES = EXIT_USAGE
 

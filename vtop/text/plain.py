@@ -14,7 +14,7 @@ from vtop.core.config.settings import Settings
 from vtop.core.frame import Frame
 from vtop.core.ingest.feeds import Feed, sample
 from vtop.core.rules.engine import Triage
-from vtop.core.rules.loader import Rule
+from vtop.core.rules.rule import Rule
 from vtop.core.session.session import Session, short_key
 from vtop.core.session.summary import format_summary, summarize
 

@@ -18,7 +18,7 @@ from vtop.core.manage.bench_report import BenchReport
 from vtop.core.manage.process import ServerState, read_log
 from vtop.core.manage.verdict import Measurement, measure
 from vtop.core.rules.engine import Finding, ProposedChange
-from vtop.core.rules.loader import Rule
+from vtop.core.rules.rule import Rule
 from vtop.core.session.diagnose import DiagnoseOptions, Diagnosis, diagnose_frames
 from vtop.core.store.store import Store
 

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 
 from vtop.core.config.server_config import FLAG_NAMES, HOW_TO_KNOW
 from vtop.core.frame import Labels
-from vtop.core.rules.loader import PHASES, SEVERITIES, Rule, Suggestion
 from vtop.core.rules.promql.ast import Expr
 from vtop.core.rules.promql.evaluator import (
     FLEET,
@@ -22,6 +21,7 @@ from vtop.core.rules.promql.evaluator import (
     UnknownValueError,
     evaluate,
 )
+from vtop.core.rules.rule import PHASES, SEVERITIES, Rule, Suggestion
 from vtop.core.store.store import Store
 
 PHASE_ORDER = {phase: index for index, phase in enumerate(PHASES)}

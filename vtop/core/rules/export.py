@@ -11,11 +11,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from vtop.core.rules.loader import Rule
 from vtop.core.rules.promql.ast import Binary, Expr, Number, Selector, map_selectors
 from vtop.core.rules.promql.parser import parse
 from vtop.core.rules.promql.printer import for_prometheus, is_local, to_text
 from vtop.core.rules.records import Record, uses
+from vtop.core.rules.rule import Rule
 
 INSTANCE = "instance"
 RUNBOOK = "https://pypi.org/project/vtop-vllm/#rules"

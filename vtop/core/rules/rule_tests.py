@@ -15,8 +15,10 @@ from vtop.core.config.server_config import NUMERIC
 from vtop.core.frame import Frame, Sample, ScrapeStatus, Series, TargetScrape
 from vtop.core.ingest.exposition import ExpositionParser
 from vtop.core.rules.engine import Engine, Triage
-from vtop.core.rules.loader import Rule, RuleFileError, load_rules, read_text_file, rule_files
+from vtop.core.rules.loader import load_rules
 from vtop.core.rules.promql.parser import parse_duration
+from vtop.core.rules.rule import Rule, RuleFileError
+from vtop.core.rules.rule_file import read_text_file, rule_files
 from vtop.core.store.presence import GAP
 from vtop.core.store.store import INSTANCE, Store
 

@@ -15,8 +15,8 @@ from vtop.core.ingest.sources.nvml import NvmlSource
 from vtop.core.ingest.sources.prometheus import PrometheusClient, PrometheusError, history_frames
 from vtop.core.ingest.sources.vllm_http import ScrapeOptions, VllmHttpSource
 from vtop.core.rules.engine import Triage, Unchecked
-from vtop.core.rules.loader import Rule
 from vtop.core.rules.promql.ast import selectors
+from vtop.core.rules.rule import Rule
 from vtop.core.session.session import FLEET_TARGET, Mark, Session, alternation_text
 from vtop.core.session.summary import TargetSummary, summarize
 from vtop.core.store.store import Store

@@ -25,7 +25,7 @@ from vtop.core.frame import (
 from vtop.core.ingest.exposition_writer import exposition_text
 from vtop.core.ingest.quality import Defect, QualityChecker
 from vtop.core.rules.engine import Engine, Finding, Triage
-from vtop.core.rules.loader import Rule
+from vtop.core.rules.rule import Rule
 from vtop.core.session.summary import TargetSummary, merged_latency, quick_summary, summarize
 from vtop.core.store.store import DEFAULT_CAPACITY, Store
 
