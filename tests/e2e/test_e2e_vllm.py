@@ -7,7 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.prometheus_harness import prometheus, wait_for_samples
+from tests.support.prometheus_harness import (
+    alerts_fired,
+    exported_rules,
+    prometheus,
+    wait_for_samples,
+)
 from tests.support.vllm_harness.server import ServerPool, ServerSpec
 from tests.support.watch import Watcher
 from vtop.core.config.cache_config import cache_configs
@@ -25,6 +30,13 @@ pytestmark = pytest.mark.vllm
 
 STORM = ServerSpec(num_gpu_blocks_override=8, block_size=128, max_num_seqs=16)
 LIGHT = ServerSpec(max_num_seqs=16)
+STORM_SETTINGS = {
+    "max_num_seqs": 16,
+    "block_size": 128,
+    "kv_capacity_tokens": 1024,
+    "num_engines": 1,
+}
+"""The storm server's settings for the export, so Prometheus gets M1 with every branch."""
 # 8 blocks, one kept by vLLM as the null block: 7 usable. A request of 296 tokens holds 3 blocks and
 # a preemption frees them at once, so a scrape between steps sees 6/7 or 7/7 at the fullest.
 FULLEST_SCRAPE_AT_LEAST = 6 / 7 - 0.01
@@ -100,7 +112,8 @@ async def test_prometheus_sees_the_storm_like_a_direct_scrape_and_the_imbalance(
     vtop's direct scrape for the stormy one, and B1 (one queues while its peer idles)."""
     stormy, idle = vllm_pool.get(STORM), vllm_pool.get(LIGHT, keep=2)
     instances = [url.removeprefix("http://") for url in (stormy.url, idle.url)]
-    with prometheus(instances, tmp_path / "prometheus") as url:
+    rule_file = exported_rules(tmp_path, STORM_SETTINGS)
+    with prometheus(instances, tmp_path / "prometheus", rule_file) as url:
         wait_for_samples(url, "vllm:num_requests_running", 2)
         started, watcher = time.time(), Watcher(stormy.url, interval=0.25)
         await watcher.during(Bench(storm_load(stormy.url)).run(), B1_HOLDS_AFTER_S)
@@ -111,6 +124,7 @@ async def test_prometheus_sees_the_storm_like_a_direct_scrape_and_the_imbalance(
         fleet = await diagnose_prometheus(
             url, since, 1, rules, options, ScrapeOptions(), time.time()
         )
+        storm_alerts = alerts_fired(url, "VllmPreemptionStorm", since)
     by_target = {d.target: d for d in fleet.servers}
     assert sorted(by_target) == sorted(instances)
     through_prometheus = by_target[instances[0]].triage
@@ -119,6 +133,7 @@ async def test_prometheus_sees_the_storm_like_a_direct_scrape_and_the_imbalance(
     peaks = {field: watcher.peak(field) for field in ("waiting", "running", "kv_usage")}
     seen = (peaks, len(watcher.frames), direct.triage.findings, direct.triage.unchecked)
     assert through_prometheus.primary.rule.id == direct.triage.primary.rule.id == "M1", seen
+    assert storm_alerts == [instances[0]]  # the exported M1 fires in Prometheus for that server
     assert by_target[instances[1]].triage is None, by_target[instances[1]].reason  # no traffic
     assert fleet.fleet is not None
     imbalance = [dict(f.labels)["instance"] for f in fleet.fleet.findings if f.rule.id == "B1"]

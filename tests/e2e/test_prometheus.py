@@ -9,13 +9,16 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
 
-import httpx
 import pytest
-import yaml
 
 from tests.support.http_server import Canned, serving, serving_handler
 from tests.support.payloads import fixture
-from tests.support.prometheus_harness import prometheus, wait_for_samples
+from tests.support.prometheus_harness import (
+    alerts_fired,
+    exported_rules,
+    prometheus,
+    wait_for_samples,
+)
 from tests.support.storm_server import IDLE, storm_handler
 from vtop.cli import main
 from vtop.core.frame import Frame, ScrapeStatus, TargetScrape
@@ -28,7 +31,7 @@ from vtop.core.ingest.sources.prometheus import (
     history_frames,
 )
 from vtop.core.ingest.sources.vllm_http import ScrapeOptions
-from vtop.core.rules.export import ExportOptions, alert_name, export_rules
+from vtop.core.rules.export import alert_name
 from vtop.core.rules.loader import load_rules
 from vtop.core.session.diagnose import DiagnoseOptions, diagnose_fleet, diagnose_prometheus
 from vtop.text.report import fleet_json_report
@@ -102,22 +105,6 @@ def assert_recording_replays_the_same(url: str, path: Path) -> None:
     assert fleet_json_report(diagnose_fleet(replayed, rules, options)) == live
 
 
-def exported_rules(workdir: Path) -> Path:
-    """`vtop rules export` for this Prometheus (1 s scrapes and evaluations), as a file."""
-    workdir.mkdir(parents=True, exist_ok=True)
-    path = workdir / "vtop.rules.yml"
-    options = ExportOptions(scrape_interval_s=1.0, evaluation_interval_s=1.0)
-    path.write_text(yaml.safe_dump(export_rules(load_rules(), options), sort_keys=False))
-    return path
-
-
-def firing(url: str, alert: str) -> list[str]:
-    """The instances `alert` fires for in Prometheus now."""
-    query = f'ALERTS{{alertname="{alert}", alertstate="firing"}}'
-    answer = httpx.get(url + "/api/v1/query", params={"query": query}, timeout=5).json()
-    return sorted(item["metric"]["instance"] for item in answer["data"]["result"])
-
-
 def test_prometheus_gives_the_fleet_what_direct_scrapes_give(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -127,7 +114,7 @@ def test_prometheus_gives_the_fleet_what_direct_scrapes_give(
         idle = idle_stack.enter_context(serving(Canned(IDLE)))
         real = stack.enter_context(serving(Canned(fixture("underload"))))
         names = [host_port(url) for url in (storm, idle, real)]
-        rule_file = exported_rules(tmp_path)
+        rule_file = exported_rules(tmp_path, {})
         url = stack.enter_context(prometheus(names, tmp_path / "prometheus", rule_file))
         wait_for_samples(url, "vllm:num_requests_running", 3)
 
@@ -153,7 +140,8 @@ def test_prometheus_gives_the_fleet_what_direct_scrapes_give(
         stormy = by_target[names[0]].triage
         assert stormy is not None and stormy.primary is not None
         assert stormy.primary.rule.id == "M1"
-        assert firing(url, alert_name(stormy.primary.rule)) == [names[0]]  # Prometheus agrees
+        alert = alert_name(stormy.primary.rule)
+        assert alerts_fired(url, alert, 60) == [names[0]]  # Prometheus agrees
         assert by_target[names[1]].triage is None  # idle: no traffic, nothing to diagnose
         assert fleet.fleet is not None
         imbalance = [f for f in fleet.fleet.findings if f.rule.id == "B1"]

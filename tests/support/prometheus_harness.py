@@ -7,14 +7,17 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 import pytest
+import yaml
 
 from tests.support.vllm_harness.server import free_port
+from vtop.core.rules.export import ExportOptions, export_rules
+from vtop.core.rules.loader import load_rules
 
 SCRAPE_INTERVAL_S = 1
 
@@ -104,3 +107,19 @@ def wait_for_samples(url: str, query: str, count: int, timeout_s: float = 30.0) 
             return
         time.sleep(0.5)
     pytest.fail(f"Prometheus never had {count} series for {query}")
+
+
+def exported_rules(workdir: Path, settings: Mapping[str, float]) -> Path:
+    """`vtop rules export` for this Prometheus (1 s scrapes and evaluations), as a file."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    path = workdir / "vtop.rules.yml"
+    options = ExportOptions(SCRAPE_INTERVAL_S, SCRAPE_INTERVAL_S, settings)
+    path.write_text(yaml.safe_dump(export_rules(load_rules(), options), sort_keys=False))
+    return path
+
+
+def alerts_fired(url: str, alert: str, seconds: float) -> list[str]:
+    """The instances `alert` fired for in Prometheus during the last `seconds`."""
+    query = f'max_over_time(ALERTS{{alertname="{alert}", alertstate="firing"}}[{int(seconds)}s])'
+    answer = httpx.get(url + "/api/v1/query", params={"query": query}, timeout=5).json()
+    return sorted(item["metric"]["instance"] for item in answer["data"]["result"])
