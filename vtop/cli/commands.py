@@ -101,6 +101,13 @@ COMMANDS = {
             "tune_parser",
         ),
         Command(
+            "whatif",
+            "predict a flag change with a calibrated model of the scheduler",
+            "vtop.cli.whatif",
+            "whatif_main",
+            "whatif_parser",
+        ),
+        Command(
             "bench",
             "load generator: QPS, TTFT/TPOT/ITL percentiles",
             "vtop.cli.bench",

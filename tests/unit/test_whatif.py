@@ -1,0 +1,105 @@
+"""The scheduler model: its mechanisms one by one, and the demo recording (a real vLLM storm
+and the applied fix) as calibration and as prediction checked against what happened."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.demo import APPLIED, FRAMES
+from vtop.core.config.effective_config import DiagnoseOptions
+from vtop.core.rules.loader import load_rules
+from vtop.core.session.diagnose import judged_window
+from vtop.core.session.session import Session
+from vtop.core.whatif.calibrate import CannotModelError, measure
+from vtop.core.whatif.predict import whatif
+from vtop.core.whatif.scheduler import EngineConfig, StepCost, Workload, simulate
+
+COST = StepCost(0.01, 0.0001)
+ROOMY = 100_000
+
+
+def test_running_holds_at_max_num_seqs_and_the_rest_wait() -> None:
+    outcome = simulate(EngineConfig(4, 8192, ROOMY, 16), Workload(100, 50, clients=10), COST, 60)
+    assert outcome.running == pytest.approx(4, abs=0.05)
+    assert outcome.waiting == pytest.approx(6, abs=0.1)
+    assert outcome.preemptions_per_s == 0
+
+
+def test_a_pool_smaller_than_the_admitted_work_preempts_and_fewer_sequences_stop_it() -> None:
+    workload = Workload(100, 200, clients=24)
+    storm = simulate(EngineConfig(16, 2048, 7, 128), workload, COST, 60)
+    fixed = simulate(EngineConfig(2, 2048, 7, 128), workload, COST, 60)
+    assert storm.preemptions_per_s > 0.5
+    assert fixed.preemptions_per_s == 0
+    roomy = simulate(EngineConfig(16, 2048, 64, 128), workload, COST, 60)
+    assert roomy.preemptions_per_s == 0 and roomy.running > storm.running
+
+
+def test_a_small_token_budget_chunks_prefills_and_slows_first_tokens() -> None:
+    workload = Workload(2000, 20, clients=8)
+    small = simulate(EngineConfig(8, 256, ROOMY, 16), workload, COST, 60)
+    large = simulate(EngineConfig(8, 8192, ROOMY, 16), workload, StepCost(0.01, 0.0001), 60)
+    small_p50, large_p50 = small.ttft_quantile(0.5), large.ttft_quantile(0.5)
+    assert small_p50 is not None and large_p50 is not None and small_p50 > 1.5 * large_p50
+
+
+def test_admission_reserves_the_whole_prompt() -> None:
+    # one prompt needs 8 blocks; with 10 usable only one runs at a time, however many may
+    outcome = simulate(
+        EngineConfig(4, 8192, 10, 16), Workload(128, 4, spread=0.0, clients=4), COST, 30
+    )
+    assert outcome.running == pytest.approx(1, abs=0.05) and outcome.preemptions_per_s == 0
+
+
+def test_an_open_loop_below_capacity_does_not_queue() -> None:
+    outcome = simulate(
+        EngineConfig(16, 8192, ROOMY, 16), Workload(50, 20, arrivals_per_s=2.0), COST, 120
+    )
+    assert outcome.waiting < 0.1
+    assert outcome.requests_per_s == pytest.approx(2.0, rel=0.25)
+
+
+def test_the_same_seed_gives_the_same_run() -> None:
+    config, workload = EngineConfig(8, 512, 50, 16), Workload(300, 100, clients=12)
+    first, again = (
+        simulate(config, workload, COST, 30, seed=3),
+        simulate(config, workload, COST, 30, seed=3),
+    )
+    assert first == again
+
+
+def window(first: int, last: int) -> tuple[Session, str, float, float]:
+    frames = FRAMES[first:last]
+    session = judged_window(frames, load_rules(), DiagnoseOptions(read_gpus=False))
+    target = frames[-1].scrapes[0].target
+    now = frames[-1].timestamp
+    return session, target, now, now - frames[0].timestamp
+
+
+def test_the_demo_storm_is_reproduced_and_the_fix_predicted_as_it_happened() -> None:
+    session, target, now, span = window(0, APPLIED - 5)
+    config = session.targets[target].config
+    prediction = whatif(session.store, target, now, span, config, {"--max-num-seqs": 1})
+    assert prediction.misses == [] and prediction.predicted is not None
+    predicted = prediction.predicted
+    after, after_target, after_now, after_span = window(APPLIED + 25, len(FRAMES))
+    measured = measure(after.store, after_target, after_now, after_span)
+    assert predicted["preemptions_per_s"] == 0 and measured.preemptions_per_s == 0
+    tokens, before = (
+        predicted["generation_tokens_per_s"],
+        prediction.replay["generation_tokens_per_s"],
+    )
+    measured_before = prediction.measured["generation_tokens_per_s"]
+    assert tokens is not None and before is not None and measured_before is not None
+    assert tokens < before and measured.generation_tokens_per_s < measured_before  # both halve
+    assert tokens == pytest.approx(measured.generation_tokens_per_s, rel=0.3)
+
+
+def test_unknown_flags_and_windows_without_traffic_are_refused() -> None:
+    session, target, now, span = window(0, APPLIED - 5)
+    config = session.targets[target].config
+    with pytest.raises(CannotModelError, match="does not know this flag"):
+        whatif(session.store, target, now, span, config, {"--enforce-eager": 1})
+    quiet, quiet_target, quiet_now, quiet_span = window(0, 3)
+    with pytest.raises(CannotModelError):
+        whatif(quiet.store, quiet_target, quiet_now, quiet_span, config, {})

@@ -1,0 +1,125 @@
+"""`vtop whatif [URL | RECORDING] --set FLAG=VALUE`: a window -> session -> the scheduler model
+calibrated on it -> the figures predicted for the changed flags."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+
+from vtop.cli.dashboard import live_feed
+from vtop.cli.errors import CliError
+from vtop.cli.frames import between, file_argument, read_frames
+from vtop.cli.options import (
+    add_rules_option,
+    add_target_options,
+    log_text_of,
+    parser,
+    rules_of,
+    settings_from,
+)
+from vtop.core.config.effective_config import DiagnoseOptions
+from vtop.core.frame import Frame
+from vtop.core.ingest.feeds import Feed, sample
+from vtop.core.ingest.sources.vllm_http import DEFAULT_URL
+from vtop.core.session.diagnose import judged_window
+from vtop.core.strict_json import strict_json
+from vtop.core.whatif.calibrate import CannotModelError
+from vtop.core.whatif.predict import FLAGS, whatif
+from vtop.text.whatif import json_whatif, text_whatif
+
+EXIT_CANNOT = 3
+DEFAULT_WINDOW_S = 30.0
+
+
+def _change(text: str) -> tuple[str, float]:
+    """FLAG=VALUE for --set."""
+    flag, equals, value = text.partition("=")
+    flag = "--" + flag.strip().lstrip("-")
+    try:
+        number = float(value)
+    except ValueError:
+        number = float("nan")
+    if not equals or number != number:
+        raise argparse.ArgumentTypeError(f"expected FLAG=NUMBER, got {text!r}")
+    if flag not in FLAGS:
+        raise argparse.ArgumentTypeError(f"{flag}: the model changes only {', '.join(FLAGS)}")
+    return flag, number
+
+
+def whatif_parser() -> argparse.ArgumentParser:
+    """Arguments of `vtop whatif`."""
+    command = parser(
+        "vtop whatif",
+        "predict what a flag change does: calibrate a model of vLLM's scheduler on a window of "
+        "the server (or a recording), then replay it with the changed flags",
+        epilog="exit codes: 0 predicted (or calibrated), 3 the model cannot speak for this window",
+    )
+    command.add_argument("url", nargs="?", help=f"server URL or recording (default {DEFAULT_URL})")
+    command.add_argument(
+        "--set",
+        dest="changes",
+        action="append",
+        type=_change,
+        default=[],
+        metavar="FLAG=VALUE",
+        help="a changed `vllm serve` flag, e.g. max-num-seqs=8; repeatable (default: none, "
+        "calibration only)",
+    )
+    command.add_argument("--target", help="which target of a recording (default: the first)")
+    command.add_argument("--window", type=float, help=f"seconds to sample ({DEFAULT_WINDOW_S:g})")
+    command.add_argument("--interval", type=float, help="seconds between scrapes (1)")
+    command.add_argument("--from", dest="start", type=float, help="recording: from N s in")
+    command.add_argument("--to", dest="end", type=float, help="recording: up to N s in")
+    command.add_argument("--vllm-args", help="the server's `vllm serve` flags, as one string")
+    command.add_argument("--vllm-log", help="the server's startup log")
+    command.add_argument("--json", action="store_true", help="print the JSON report")
+    add_rules_option(command)
+    add_target_options(command)
+    return command
+
+
+async def _live(feed: Feed, window_s: float) -> list[Frame]:
+    """The live feed's frames for the window (closed after)."""
+    try:
+        return [frame async for frame in sample(feed, window_s)]
+    finally:
+        await feed.close()
+
+
+def whatif_main(argv: list[str]) -> int:
+    """Run `vtop whatif`."""
+    args = whatif_parser().parse_args(argv)
+    if args.window is None:
+        args.window = DEFAULT_WINDOW_S
+    path = file_argument(args.url) if args.url else None
+    urls = (args.url,) if args.url and path is None else None
+    settings = settings_from(args, urls=urls)
+    rules = rules_of(settings, EXIT_CANNOT)
+    log = log_text_of(settings, EXIT_CANNOT)
+    options = DiagnoseOptions(
+        settings.window_s, settings.interval_s, settings.vllm_args, log, False
+    )
+    if path is not None:
+        frames = between(read_frames(path), args.start, args.end)
+    else:
+        if args.start is not None or args.end is not None:
+            raise CliError("--from/--to pick a window of a recording, not of a live server")
+        one = dataclasses.replace(settings, urls=settings.urls[:1])
+        frames = asyncio.run(_live(live_feed(one, gpus=False), settings.window_s))
+    targets = [scrape.target for frame in frames for scrape in frame.scrapes]
+    if not targets:
+        raise CliError("no frames in the window", EXIT_CANNOT)
+    target = args.target or targets[0]
+    session = judged_window(frames, rules, options)
+    state = session.targets.get(target)
+    if state is None:
+        raise CliError(f"{target}: not in the window", EXIT_CANNOT)
+    now = frames[-1].timestamp
+    window = max(now - frames[0].timestamp, 1.0)
+    try:
+        prediction = whatif(session.store, target, now, window, state.config, dict(args.changes))
+    except CannotModelError as error:
+        raise CliError(f"whatif: cannot model this window: {error}", EXIT_CANNOT) from None
+    print(strict_json(json_whatif(prediction)) if args.json else text_whatif(prediction))
+    return 0 if prediction.predicted is not None or not args.changes else EXIT_CANNOT

@@ -1,0 +1,148 @@
+"""`vtop whatif`: replay the current config in the model, and only if that reproduces the
+measured window, predict the same figures for changed flags."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from vtop.core.config.server_config import ServerConfig
+from vtop.core.rules.promql.functions import bucket_quantile
+from vtop.core.store.store import Store
+from vtop.core.whatif.calibrate import (
+    CannotModelError,
+    Fit,
+    engine_config,
+    figures,
+    fit_step_cost,
+    measure,
+    measured_figures,
+    misses,
+    refusal,
+    workload_of,
+)
+from vtop.core.whatif.scheduler import EngineConfig, Outcome, simulate
+
+FLAGS = (
+    "--max-num-seqs",
+    "--max-num-batched-tokens",
+    "--num-gpu-blocks-override",
+    "--block-size",
+    "--kv-cache-memory-bytes",
+)
+"""The flags the model can change."""
+SIMULATED_S = 120.0
+TTFT = "vllm:time_to_first_token_seconds_bucket"
+
+
+@dataclass
+class Prediction:
+    """The measured window, the replay of the current config, and the prediction (None when
+    the replay does not reproduce the measurement, with the reasons in `misses`)."""
+
+    measured: dict[str, float | None]
+    replay: dict[str, float | None]
+    predicted: dict[str, float | None] | None
+    misses: list[str]
+    fit: Fit
+    changes: dict[str, float] = field(default_factory=dict)
+
+
+def changed(
+    config: EngineConfig, changes: Mapping[str, float], server: ServerConfig, engines: int
+) -> EngineConfig:
+    """The engine config with `vllm serve` flags changed (sizes per engine, as vLLM's)."""
+    capacity = (config.num_blocks + 1) * config.block_size
+    for flag, value in changes.items():
+        if flag == "--max-num-seqs":
+            config = dataclasses.replace(config, max_num_seqs=int(value))
+        elif flag == "--max-num-batched-tokens":
+            config = dataclasses.replace(config, max_num_batched_tokens=int(value))
+        elif flag == "--num-gpu-blocks-override":
+            config = dataclasses.replace(config, num_blocks=max(int(value) - 1, 1))
+            capacity = int(value) * config.block_size
+        elif flag == "--block-size":
+            blocks = max(capacity // int(value) - 1, 1)
+            config = dataclasses.replace(config, block_size=int(value), num_blocks=blocks)
+        elif flag == "--kv-cache-memory-bytes":
+            per_token = server.number("kv_bytes_per_token")
+            if per_token is None:
+                raise CannotModelError(
+                    "--kv-cache-memory-bytes needs the KV bytes per token (the model)"
+                )
+            capacity = int(value / per_token / max(engines, 1))
+            config = dataclasses.replace(
+                config, num_blocks=max(capacity // config.block_size - 1, 1)
+            )
+        else:
+            raise CannotModelError(
+                f"{flag}: the model does not know this flag ({', '.join(FLAGS)})"
+            )
+    return config
+
+
+def _engines(store: Store, target: str, server: ServerConfig) -> int:
+    """Data-parallel engines: the config's count, else the engine labels seen."""
+    known = server.number("num_engines")
+    if known:
+        return int(known)
+    labels = {
+        s.label("engine") for s in store.select("vllm:num_requests_running", {"instance": target})
+    }
+    return max(len(labels), 1)
+
+
+def _ttft_bounds(store: Store, target: str) -> list[float]:
+    """The TTFT histogram's bucket bounds on this server."""
+    bounds = set()
+    for series in store.select(TTFT, {"instance": target}):
+        le = series.label("le")
+        if le is not None:
+            bounds.add(float(le))
+    return sorted(bounds)
+
+
+def _bucketed(outcome: Outcome, bounds: list[float], q: float) -> float | None:
+    """A simulated TTFT quantile read through the server's buckets, as the measured one is."""
+    if not outcome.ttft_s or not bounds:
+        return outcome.ttft_quantile(q)
+    counts = [float(sum(1 for t in outcome.ttft_s if t <= bound)) for bound in bounds]
+    return bucket_quantile(q, list(zip(bounds, counts, strict=True)))
+
+
+def _figures(outcome: Outcome, engines: int, bounds: list[float]) -> dict[str, float | None]:
+    found = figures(outcome, engines)
+    found["ttft_p50_s"] = _bucketed(outcome, bounds, 0.5)
+    found["ttft_p99_s"] = _bucketed(outcome, bounds, 0.99)
+    return found
+
+
+def whatif(
+    store: Store,
+    target: str,
+    now: float,
+    window_s: float,
+    server: ServerConfig,
+    changes: Mapping[str, float],
+    seed: int = 0,
+) -> Prediction:
+    """Calibrate on the window, then predict the changed flags; CannotModelError says why not."""
+    reason = refusal(store, target, now, window_s)
+    if reason is not None:
+        raise CannotModelError(reason)
+    engines = _engines(store, target, server)
+    measured = measure(store, target, now, window_s)
+    cost, error = fit_step_cost(store, target, now, window_s)
+    config = engine_config(server, engines)
+    workload = workload_of(measured, engines, config.max_num_seqs)
+    fit = Fit(config, workload, cost, engines, error)
+    bounds = _ttft_bounds(store, target)
+    replay = _figures(simulate(config, workload, cost, SIMULATED_S, seed), engines, bounds)
+    real = measured_figures(measured)
+    missed = misses(real, replay)
+    predicted = None
+    if not missed:
+        new = changed(config, changes, server, engines)
+        predicted = _figures(simulate(new, workload, cost, SIMULATED_S, seed), engines, bounds)
+    return Prediction(real, replay, predicted, missed, fit, dict(changes))

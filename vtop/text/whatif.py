@@ -1,0 +1,118 @@
+"""The `vtop whatif` report: measured, the replay of the current config, the prediction."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vtop.core.whatif.calibrate import UNBOUNDED_BUDGET
+from vtop.core.whatif.predict import Prediction
+
+ROWS = (
+    ("running", "running requests", "{:.1f}"),
+    ("waiting", "waiting requests", "{:.1f}"),
+    ("preemptions_per_s", "preemptions/s", "{:.2f}"),
+    ("generation_tokens_per_s", "generated tokens/s", "{:.1f}"),
+    ("ttft_p50_s", "TTFT p50 s", "{:.3f}"),
+    ("ttft_p99_s", "TTFT p99 s", "{:.3f}"),
+)
+SCHEMA = "vtop.whatif/1"
+
+
+def _cell(value: float | None, form: str) -> str:
+    return "-" if value is None else form.format(value)
+
+
+def _direction(before: float | None, after: float | None) -> str:
+    if before is None or after is None:
+        return ""
+    if abs(after - before) <= 0.05 * max(abs(before), 1e-9):
+        return "="
+    return "up" if after > before else "down"
+
+
+def _budget(tokens: int) -> str:
+    if tokens >= UNBOUNDED_BUDGET:
+        return "token budget unknown (taken as not binding)"
+    return f"budget {tokens} tokens/step"
+
+
+def _model_lines(prediction: Prediction) -> list[str]:
+    """What the model was fitted to: the engine, the step time, the workload."""
+    fit, workload = prediction.fit, prediction.fit.workload
+    sent = (
+        f"{workload.clients} clients in a closed loop"
+        if workload.clients
+        else f"{workload.arrivals_per_s:.2f} requests/s arriving"
+    )
+    return [
+        f"MODEL  {fit.engines} engine(s), max-num-seqs {fit.config.max_num_seqs}, "
+        f"{_budget(fit.config.max_num_batched_tokens)}, "
+        f"{fit.config.num_blocks} KV blocks of {fit.config.block_size}",
+        f"       step {fit.cost.fixed_s * 1000:.1f} ms + {fit.cost.per_token_s * 1e6:.1f} us/token"
+        f" (fit error {fit.step_fit_error:.0%})",
+        f"       workload {sent}, {workload.prompt_tokens:.0f} prompt + "
+        f"{workload.output_tokens:.0f} output tokens",
+    ]
+
+
+def text_whatif(prediction: Prediction) -> str:
+    """A table a person reads: each figure measured, replayed and predicted."""
+    changes = " ".join(f"{flag} {value:g}" for flag, value in prediction.changes.items())
+    lines = [
+        *_model_lines(prediction),
+        "",
+        f"{'':22}{'measured':>10}{'replay':>10}{'predicted':>11}",
+    ]
+    for key, label, form in ROWS:
+        predicted = None if prediction.predicted is None else prediction.predicted[key]
+        direction = (
+            "" if prediction.predicted is None else _direction(prediction.replay[key], predicted)
+        )
+        lines.append(
+            f"{label:22}{_cell(prediction.measured[key], form):>10}"
+            f"{_cell(prediction.replay[key], form):>10}{_cell(predicted, form):>11}  {direction}"
+        )
+    lines.append("")
+    if prediction.predicted is None:
+        lines.append(
+            "NO PREDICTION: the replay of the current config does not reproduce the window:"
+        )
+        lines += [f"  {miss}" for miss in prediction.misses]
+    elif changes:
+        lines.append(
+            f"PREDICTED for {changes} (directions against the replay of the current config)"
+        )
+    else:
+        lines.append("CALIBRATED: give --set FLAG=VALUE to predict a change")
+    return "\n".join(lines)
+
+
+def json_whatif(prediction: Prediction) -> dict[str, Any]:
+    """The same as JSON (figures null when unknown; the prediction null when refused)."""
+    fit = prediction.fit
+    return {
+        "schema": SCHEMA,
+        "changes": prediction.changes,
+        "model": {
+            "engines": fit.engines,
+            "max_num_seqs": fit.config.max_num_seqs,
+            "max_num_batched_tokens": (
+                None
+                if fit.config.max_num_batched_tokens >= UNBOUNDED_BUDGET
+                else fit.config.max_num_batched_tokens
+            ),
+            "kv_blocks": fit.config.num_blocks,
+            "block_size": fit.config.block_size,
+            "step_fixed_s": fit.cost.fixed_s,
+            "step_per_token_s": fit.cost.per_token_s,
+            "step_fit_error": fit.step_fit_error,
+            "clients": fit.workload.clients,
+            "arrivals_per_s": fit.workload.arrivals_per_s,
+            "prompt_tokens": fit.workload.prompt_tokens,
+            "output_tokens": fit.workload.output_tokens,
+        },
+        "measured": prediction.measured,
+        "replay": prediction.replay,
+        "predicted": prediction.predicted,
+        "misses": prediction.misses,
+    }
