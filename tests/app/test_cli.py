@@ -98,3 +98,22 @@ def test_shell_completion_knows_the_commands_and_their_flags(shell: str, tmp_pat
         script = tmp_path / "vtop.bash"
         script.write_text(ran.out)
         assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+
+
+def test_whatif_predicts_the_demo_fix_and_refuses_what_it_cannot_model(tmp_path: Path) -> None:
+    ran = vtop("whatif", str(DEMO), "--to", "75", "--set", "max-num-seqs=1", "--json")
+    assert ran.code == 0, ran.text
+    report = json.loads(ran.out)
+    assert report["schema"] == "vtop.whatif/1" and report["misses"] == []
+    assert report["predicted"]["preemptions_per_s"] == 0
+    assert report["model"]["max_num_batched_tokens"] is None  # unknown: said, not invented
+    text = vtop("whatif", str(DEMO), "--to", "75", "--set", "max-num-seqs=1")
+    assert "PREDICTED for --max-num-seqs 1" in text.out and "preemptions/s" in text.out
+    unknown = vtop("whatif", str(DEMO), "--set", "enforce-eager=1")
+    assert unknown.code == 2 and "the model changes only" in unknown.err
+    idle = vtop("whatif", str(DEMO), "--to", "2", "--set", "max-num-seqs=1")
+    assert idle.code == 3 and "cannot model this window" in idle.err and "Traceback" not in idle.err
+    junk = tmp_path / "notes.txt"
+    junk.write_text("not a recording\n")
+    wrong = vtop("whatif", str(junk))
+    assert wrong.code != 0 and "Traceback" not in wrong.err
