@@ -117,3 +117,15 @@ def test_whatif_predicts_the_demo_fix_and_refuses_what_it_cannot_model(tmp_path:
     junk.write_text("not a recording\n")
     wrong = vtop("whatif", str(junk))
     assert wrong.code != 0 and "Traceback" not in wrong.err
+
+
+def test_diagnose_ranks_the_primary_fixes_by_prediction_unless_told_not_to() -> None:
+    ran = vtop("diagnose", str(DEMO), "--to", "75", "--json")
+    report = json.loads(ran.out)
+    predictions = report["predictions"]
+    assert predictions["finding"].startswith("M1") and predictions["reason"] is None
+    assert predictions["alternatives"][0]["flag"] == "--num-gpu-blocks-override"
+    text = vtop("diagnose", str(DEMO), "--to", "75")
+    assert "PREDICTED (scheduler model" in text.out
+    quiet = vtop("diagnose", str(DEMO), "--to", "75", "--json", "--no-predict")
+    assert json.loads(quiet.out)["predictions"] is None

@@ -8,10 +8,11 @@ import pytest
 from tests.support.demo import APPLIED, FRAMES
 from vtop.core.config.effective_config import DiagnoseOptions
 from vtop.core.rules.loader import load_rules
-from vtop.core.session.diagnose import judged_window
+from vtop.core.session.diagnose import diagnose_frames, judged_window
 from vtop.core.session.session import Session
 from vtop.core.whatif.calibrate import CannotModelError, measure
 from vtop.core.whatif.predict import whatif
+from vtop.core.whatif.rank import primary_predictions
 from vtop.core.whatif.scheduler import EngineConfig, StepCost, Workload, simulate
 
 COST = StepCost(0.01, 0.0001)
@@ -103,3 +104,17 @@ def test_unknown_flags_and_windows_without_traffic_are_refused() -> None:
     quiet, quiet_target, quiet_now, quiet_span = window(0, 3)
     with pytest.raises(CannotModelError):
         whatif(quiet.store, quiet_target, quiet_now, quiet_span, config, {})
+
+
+def test_the_storm_s_alternatives_are_ranked_more_kv_before_fewer_sequences() -> None:
+    frames = FRAMES[: APPLIED - 5]
+    options = DiagnoseOptions(read_gpus=False)
+    diagnosis = diagnose_frames(frames[-1].scrapes[0].target, frames, load_rules(), options)
+    predictions = primary_predictions(frames, load_rules(), options, diagnosis)
+    assert predictions is not None and predictions.reason is None
+    assert predictions.figure == "preemptions_per_s"
+    flags = [ranked.change.flag for ranked in predictions.ranked]
+    assert flags[0] == "--num-gpu-blocks-override" and "--max-num-seqs" in flags
+    best, fewer = predictions.ranked[0], predictions.ranked[flags.index("--max-num-seqs")]
+    assert best.keeps_throughput and not fewer.keeps_throughput
+    assert best.predicted["preemptions_per_s"] == 0

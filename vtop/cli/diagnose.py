@@ -28,12 +28,14 @@ from vtop.core.rules.promql.parser import PromQLError, parse_duration
 from vtop.core.rules.rule import Rule
 from vtop.core.session.diagnose import (
     EXIT_UNKNOWN,
-    diagnose_feed,
     diagnose_frames,
     diagnose_prometheus,
+    window_frames,
 )
 from vtop.core.strict_json import strict_json
+from vtop.core.whatif.rank import primary_predictions
 from vtop.text.report import fleet_json_report, fleet_text_report, json_report, text_report
+from vtop.text.whatif import json_predictions, text_predictions
 
 
 def diagnose_parser() -> argparse.ArgumentParser:
@@ -54,6 +56,11 @@ def diagnose_parser() -> argparse.ArgumentParser:
     diagnose.add_argument("--vllm-args", help="the server's `vllm serve` flags, as one string")
     diagnose.add_argument("--vllm-log", type=Path, help="the server's startup log")
     diagnose.add_argument("--json", action="store_true", help="print the JSON report")
+    diagnose.add_argument(
+        "--no-predict",
+        action="store_true",
+        help="skip the scheduler model's predictions for the primary finding's changes",
+    )
     diagnose.add_argument(
         "--prometheus", metavar="URL", help="triage every vLLM server a Prometheus server scrapes"
     )
@@ -79,15 +86,24 @@ def diagnose_main(argv: list[str]) -> int:
         return from_prometheus(args, settings, rules, options)
     if path is not None:
         frames = between(read_frames(path), args.start, args.end)
-        targets = [scrape.target for frame in frames for scrape in frame.scrapes]
-        diagnosis = diagnose_frames(args.target or targets[0], frames, rules, options)
     else:
         if args.start is not None or args.end is not None:
             raise CliError("--from/--to pick a window of a recording, not of a live server")
         one = dataclasses.replace(settings, urls=settings.urls[:1])
-        feed = live_feed(one, gpus=options.read_gpus)
-        diagnosis = asyncio.run(diagnose_feed(feed, rules, options))
-    print(strict_json(json_report(diagnosis)) if args.json else text_report(diagnosis))
+        frames = asyncio.run(window_frames(live_feed(one, gpus=options.read_gpus), options))
+    targets = [scrape.target for frame in frames for scrape in frame.scrapes]
+    target = args.target or (targets[0] if targets else "unknown")
+    diagnosis = diagnose_frames(target, frames, rules, options)
+    predictions = (
+        None if args.no_predict else primary_predictions(frames, rules, options, diagnosis)
+    )
+    if args.json:
+        report = json_report(diagnosis)
+        report["predictions"] = None if predictions is None else json_predictions(predictions)
+        print(strict_json(report))
+    else:
+        text = text_report(diagnosis)
+        print(text if predictions is None else f"{text}\n\n{text_predictions(predictions)}")
     return diagnosis.exit_code
 
 

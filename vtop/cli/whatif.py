@@ -19,10 +19,8 @@ from vtop.cli.options import (
     settings_from,
 )
 from vtop.core.config.effective_config import DiagnoseOptions
-from vtop.core.frame import Frame
-from vtop.core.ingest.feeds import Feed, sample
 from vtop.core.ingest.sources.vllm_http import DEFAULT_URL
-from vtop.core.session.diagnose import judged_window
+from vtop.core.session.diagnose import judged_window, window_frames
 from vtop.core.strict_json import strict_json
 from vtop.core.whatif.calibrate import CannotModelError
 from vtop.core.whatif.predict import FLAGS, whatif
@@ -79,14 +77,6 @@ def whatif_parser() -> argparse.ArgumentParser:
     return command
 
 
-async def _live(feed: Feed, window_s: float) -> list[Frame]:
-    """The live feed's frames for the window (closed after)."""
-    try:
-        return [frame async for frame in sample(feed, window_s)]
-    finally:
-        await feed.close()
-
-
 def whatif_main(argv: list[str]) -> int:
     """Run `vtop whatif`."""
     args = whatif_parser().parse_args(argv)
@@ -106,7 +96,7 @@ def whatif_main(argv: list[str]) -> int:
         if args.start is not None or args.end is not None:
             raise CliError("--from/--to pick a window of a recording, not of a live server")
         one = dataclasses.replace(settings, urls=settings.urls[:1])
-        frames = asyncio.run(_live(live_feed(one, gpus=False), settings.window_s))
+        frames = asyncio.run(window_frames(live_feed(one, gpus=False), options))
     targets = [scrape.target for frame in frames for scrape in frame.scrapes]
     if not targets:
         raise CliError("no frames in the window", EXIT_CANNOT)

@@ -6,6 +6,7 @@ from typing import Any
 
 from vtop.core.whatif.calibrate import UNBOUNDED_BUDGET
 from vtop.core.whatif.predict import Prediction
+from vtop.core.whatif.rank import PrimaryPredictions
 
 ROWS = (
     ("running", "running requests", "{:.1f}"),
@@ -115,4 +116,53 @@ def json_whatif(prediction: Prediction) -> dict[str, Any]:
         "replay": prediction.replay,
         "predicted": prediction.predicted,
         "misses": prediction.misses,
+    }
+
+
+def text_predictions(predictions: PrimaryPredictions) -> str:
+    """The PREDICTED section of `vtop diagnose`: each alternative, best first."""
+    lines = [f"PREDICTED (scheduler model, vtop whatif) for {predictions.finding_key}"]
+    if predictions.reason is not None:
+        return "\n".join([*lines, f"  none: {predictions.reason}"])
+    before = predictions.replay
+    lines.append(
+        f"  now (replay): {_summary(before)}; best first by {predictions.figure}, "
+        "keeping 90% of the tokens/s"
+    )
+    for ranked in predictions.ranked:
+        flag = ranked.change.as_flag() or ranked.change.flag
+        note = "" if ranked.keeps_throughput else "  (loses over 10% of the tokens/s)"
+        lines.append(f"  {flag}: {_summary(ranked.predicted)}{note}")
+    return "\n".join(lines)
+
+
+def _summary(figures: dict[str, float | None]) -> str:
+    """preemptions, tokens/s, TTFT p50 in one line."""
+    parts = []
+    for key, label, form in (
+        ("preemptions_per_s", "preemptions/s", "{:.2f}"),
+        ("generation_tokens_per_s", "tokens/s", "{:.0f}"),
+        ("waiting", "waiting", "{:.1f}"),
+        ("ttft_p50_s", "TTFT p50", "{:.2f} s"),
+    ):
+        parts.append(f"{label} {_cell(figures.get(key), form)}")
+    return ", ".join(parts)
+
+
+def json_predictions(predictions: PrimaryPredictions) -> dict[str, Any]:
+    """The same as JSON."""
+    return {
+        "finding": predictions.finding_key,
+        "figure": predictions.figure,
+        "reason": predictions.reason,
+        "replay": predictions.replay,
+        "alternatives": [
+            {
+                "flag": ranked.change.flag,
+                "proposed": ranked.change.proposed,
+                "predicted": ranked.predicted,
+                "keeps_throughput": ranked.keeps_throughput,
+            }
+            for ranked in predictions.ranked
+        ],
     }

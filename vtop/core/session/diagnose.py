@@ -85,12 +85,17 @@ async def diagnose_url(
 
 async def diagnose_feed(feed: Feed, rules: list[Rule], options: DiagnoseOptions) -> Diagnosis:
     """A feed read for the window (closed after), then triaged like the dashboard would."""
-    try:
-        frames = [frame async for frame in sample(feed, options.window_s)]
-    finally:
-        await feed.close()
+    frames = await window_frames(feed, options)
     target = next((s.target for f in frames for s in f.scrapes), "unknown")
     return diagnose_frames(target, frames, rules, options)
+
+
+async def window_frames(feed: Feed, options: DiagnoseOptions) -> list[Frame]:
+    """The feed's frames for the window (the feed closed after)."""
+    try:
+        return [frame async for frame in sample(feed, options.window_s)]
+    finally:
+        await feed.close()
 
 
 async def diagnose_prometheus(

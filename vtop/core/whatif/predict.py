@@ -118,16 +118,24 @@ def _figures(outcome: Outcome, engines: int, bounds: list[float]) -> dict[str, f
     return found
 
 
-def whatif(
-    store: Store,
-    target: str,
-    now: float,
-    window_s: float,
-    server: ServerConfig,
-    changes: Mapping[str, float],
-    seed: int = 0,
-) -> Prediction:
-    """Calibrate on the window, then predict the changed flags; CannotModelError says why not."""
+@dataclass(frozen=True)
+class Calibration:
+    """The model fitted to a window and its replay of the current config."""
+
+    fit: Fit
+    measured: dict[str, float | None]
+    replay: dict[str, float | None]
+    misses: list[str]
+    server: ServerConfig
+    bounds: tuple[float, ...]
+    seed: int = 0
+
+
+def calibrate(
+    store: Store, target: str, now: float, window_s: float, server: ServerConfig, seed: int = 0
+) -> Calibration:
+    """Fit the model to the window and replay the current config; CannotModelError says why
+    the model cannot speak for this server."""
     reason = refusal(store, target, now, window_s)
     if reason is not None:
         raise CannotModelError(reason)
@@ -140,9 +148,34 @@ def whatif(
     bounds = _ttft_bounds(store, target)
     replay = _figures(simulate(config, workload, cost, SIMULATED_S, seed), engines, bounds)
     real = measured_figures(measured)
-    missed = misses(real, replay)
-    predicted = None
-    if not missed:
-        new = changed(config, changes, server, engines)
-        predicted = _figures(simulate(new, workload, cost, SIMULATED_S, seed), engines, bounds)
-    return Prediction(real, replay, predicted, missed, fit, dict(changes))
+    return Calibration(fit, real, replay, misses(real, replay), server, tuple(bounds), seed)
+
+
+def predict(calibration: Calibration, changes: Mapping[str, float]) -> dict[str, float | None]:
+    """The figures for the changed flags (only meaningful when the calibration has no misses)."""
+    fit = calibration.fit
+    new = changed(fit.config, changes, calibration.server, fit.engines)
+    outcome = simulate(new, fit.workload, fit.cost, SIMULATED_S, calibration.seed)
+    return _figures(outcome, fit.engines, list(calibration.bounds))
+
+
+def whatif(
+    store: Store,
+    target: str,
+    now: float,
+    window_s: float,
+    server: ServerConfig,
+    changes: Mapping[str, float],
+    seed: int = 0,
+) -> Prediction:
+    """Calibrate on the window, then predict the changed flags; CannotModelError says why not."""
+    calibration = calibrate(store, target, now, window_s, server, seed)
+    predicted = None if calibration.misses else predict(calibration, changes)
+    return Prediction(
+        calibration.measured,
+        calibration.replay,
+        predicted,
+        calibration.misses,
+        calibration.fit,
+        dict(changes),
+    )
