@@ -6,6 +6,7 @@ One server lifecycle in order (each vLLM start costs a minute or two on this mac
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import shlex
 import signal
@@ -48,7 +49,9 @@ class Tmux:
     def start(self, name: str, argv: list[str]) -> int:
         """A 120x40 session running argv (exec'd, so the pane pid is vtop's pid)."""
         exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items())
-        line = f"exec env {exports} {shlex.join(argv)}"
+        # pytest's session exports COLUMNS=80 LINES=24, which the tmux server passes on and the
+        # dashboard (like any curses program) would take over the pane's real size
+        line = f"exec env -u COLUMNS -u LINES {exports} {shlex.join(argv)}"
         self.run("new-session", "-d", "-s", name, "-x", "120", "-y", "40", line)
         return int(self.run("list-panes", "-t", name, "-F", "#{pane_pid}").strip())
 
@@ -59,10 +62,16 @@ class Tmux:
         subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True)
 
 
-def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
+def wait_for(
+    condition: Callable[[], bool],
+    timeout: float,
+    what: str,
+    shown: Callable[[], str] = lambda: "",
+) -> None:
+    """Poll `condition` each second; on timeout fail with what `shown` gives (a screen)."""
     deadline = time.monotonic() + timeout
     while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        assert time.monotonic() < deadline, f"timed out waiting for {what}\n{shown()}"
         time.sleep(1.0)
 
 
@@ -150,12 +159,14 @@ def outlives_vtop(tmux: Tmux, env: dict[str, str]) -> ServerState:
     state = the_server(env)
     assert state.port == port and state.pgid == state.pid
     wait_for(lambda: healthy(state.url), READY_S, "vLLM /health")
-    wait_for(lambda: "vLLM log" in tmux.screen("serve"), 90, "the dashboard")
+    screen = functools.partial(tmux.screen, "serve")
+    wait_for(lambda: "vLLM log" in screen(), 90, "the dashboard", screen)
     os.kill(first_vtop, signal.SIGKILL)
     time.sleep(2)
     assert healthy(state.url) and is_alive(state)
     tmux.start("attach", vtop_argv("attach", "e2e"))
-    wait_for(lambda: "LIVE" in tmux.screen("attach"), 60, "the re-attached dashboard")
+    attached = functools.partial(tmux.screen, "attach")
+    wait_for(lambda: "LIVE" in attached(), 60, "the re-attached dashboard", attached)
     assert "non-default args" in read_log(state)[0]
     tmux.run("kill-session", "-t", "attach")  # SIGHUP to the attached vtop
     time.sleep(2)
