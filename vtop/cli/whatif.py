@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+from pathlib import Path
 
 from vtop.cli.dashboard import live_feed
 from vtop.cli.errors import CliError
@@ -70,7 +71,7 @@ def whatif_parser() -> argparse.ArgumentParser:
     command.add_argument("--from", dest="start", type=float, help="recording: from N s in")
     command.add_argument("--to", dest="end", type=float, help="recording: up to N s in")
     command.add_argument("--vllm-args", help="the server's `vllm serve` flags, as one string")
-    command.add_argument("--vllm-log", help="the server's startup log")
+    command.add_argument("--vllm-log", type=Path, help="the server's startup log")
     command.add_argument("--json", action="store_true", help="print the JSON report")
     add_rules_option(command)
     add_target_options(command)
