@@ -237,6 +237,7 @@ async def test_apply_key_restarts_measures_and_rolls_back(
             question = app.screen
             assert isinstance(question, ConfirmScreen)
             assert "- --max-num-seqs 16" in question.body and "+ --max-num-seqs 1" in question.body
+            assert "predicted: " in question.body  # the model's figures, or why it has none
             await pilot.press("y")
             await wait_for(pilot, lambda: isinstance(app.screen, TextScreen), timeout=60)
             shown = app.screen
@@ -246,8 +247,9 @@ async def test_apply_key_restarts_measures_and_rolls_back(
             assert app.server is not None and app.server.argv == state.argv
             assert app.server.pid != state.pid
             await app.feed.close()
-        actions = [json.loads(line)["action"] for line in (tmp_path / "audit.log").open()]
-        assert actions == ["apply", "verify", "rollback"]
+        entries = [json.loads(line) for line in (tmp_path / "audit.log").open()]
+        assert [entry["action"] for entry in entries] == ["apply", "verify", "rollback"]
+        assert "prediction" in entries[0] and "predicted" in entries[1]  # next to "after"
     finally:
         if app.server is not None:
             stop(app.server, timeout=5)

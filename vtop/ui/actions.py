@@ -22,6 +22,7 @@ from vtop.core.manage.process import ProcessError, ServerState, state_dir
 from vtop.core.manage.verdict import Measurement, comparison_lines, measure
 from vtop.core.rules.engine import Finding, ProposedChange
 from vtop.core.session.session import Session, TargetState, short_key
+from vtop.core.whatif.predict import ChangePrediction, predict_change
 from vtop.text.report import json_report
 from vtop.ui.explain import current_diagnosis, explain
 from vtop.ui.screens.confirm import ConfirmScreen
@@ -117,15 +118,41 @@ class Actions(App[int]):
             return
         finding, change = chosen
         diff = argv_diff(server.argv, apply_change(server.argv, change))
-        question = "\n".join([*diff, "", f"why: {change.why}", f"expected: {change.effect}"])
+        predicted = self.predict(change)
+        question = "\n".join(
+            [
+                *diff,
+                "",
+                f"why: {change.why}",
+                f"expected: {change.effect}",
+                f"predicted: {prediction_text(predicted)}",
+            ]
+        )
         if not await self.push_screen_wait(ConfirmScreen(f"apply {finding.rule.id}?", question)):
             return
         before = self.measure_now()
         await self.drain()
         result = await apply_and_verify(
-            server, finding, change, before, self.measure_after, state_dir(), self.tell, self.follow
+            server,
+            finding,
+            change,
+            before,
+            self.measure_after,
+            state_dir(),
+            self.tell,
+            self.follow,
+            predicted=predicted,
         )
         self.push_screen(TextScreen("apply: before / after", "\n".join(result_lines(result))))
+
+    def predict(self, change: ProposedChange) -> ChangePrediction:
+        """The scheduler model's prediction for the change, on the session's last window."""
+        target = self.target
+        if target is None or self.session.now is None:
+            return ChangePrediction(None, "no window to calibrate on")
+        store, now = self.session.store, self.session.now
+        window = max(self.settings.window_s, 30.0)
+        return predict_change(store, target.target, now, window, target.config, change)
 
     def measure_now(self) -> Measurement:
         """The last window of the session."""
@@ -179,9 +206,27 @@ class Actions(App[int]):
         self.notify("vLLM is ready again", timeout=5)
 
 
+def prediction_text(predicted: ChangePrediction) -> str:
+    """One line: the model's figures, or why it gives none."""
+    if predicted.figures is None:
+        return f"none ({predicted.reason})"
+    figures = predicted.figures
+    parts = [
+        f"{label} {'-' if figures.get(key) is None else form.format(figures[key])}"
+        for key, label, form in (
+            ("preemptions_per_s", "preemptions/s", "{:.2f}"),
+            ("generation_tokens_per_s", "tokens/s", "{:.0f}"),
+            ("ttft_p50_s", "TTFT p50", "{:.2f} s"),
+        )
+    ]
+    return ", ".join(parts)
+
+
 def result_lines(result: Applied) -> list[str]:
-    """Before/after side by side and what vtop did."""
+    """Before/after side by side, the model's prediction, and what vtop did."""
     lines = [*result.diff, ""]
+    if result.predicted is not None:
+        lines += [f"predicted: {prediction_text(result.predicted)}", ""]
     if result.after is not None:
         lines += comparison_lines(result.before, result.after)
     else:

@@ -32,6 +32,7 @@ from vtop.core.manage.process import (
 )
 from vtop.core.manage.verdict import Measurement, Verdict, judge
 from vtop.core.rules.engine import Finding, ProposedChange
+from vtop.core.whatif.predict import ChangePrediction
 
 READY_TIMEOUT_S = 900.0
 
@@ -56,6 +57,8 @@ class Applied:
     verdict: Verdict | None = None
     rolled_back: bool = False
     problem: str = ""
+    predicted: ChangePrediction | None = None
+    """What the scheduler model said the change would do (recorded next to `after`)."""
 
     @property
     def kept(self) -> bool:
@@ -113,13 +116,23 @@ async def apply_and_verify(
     tell: Tell = lambda _event: None,
     followed: Followed = lambda _state: None,
     rollback: bool = True,
+    predicted: ChangePrediction | None = None,
 ) -> Applied:
-    """Restart with the change, measure, judge; roll back (in a `finally`) unless it helped."""
+    """Restart with the change, measure, judge; roll back (in a `finally`) unless it helped.
+    The model's prediction, when given, is audited with the measurement, so every apply tests
+    the model."""
     old_argv = list(state.argv)
     new_argv = apply_change(old_argv, change)
-    result = Applied(state, finding, change, tuple(argv_diff(old_argv, new_argv)), before)
+    diff = tuple(argv_diff(old_argv, new_argv))
+    result = Applied(state, finding, change, diff, before, predicted=predicted)
     audit(
-        directory, "apply", server=state.name, finding=finding.key, diff=result.diff, before=before
+        directory,
+        "apply",
+        server=state.name,
+        finding=finding.key,
+        diff=result.diff,
+        before=before,
+        prediction=predicted,
     )
     tell(Event(time.time(), EventKind.APPLIED, state.url, " ".join(result.diff)))
     try:
@@ -133,6 +146,7 @@ async def apply_and_verify(
             directory,
             "verify",
             server=state.name,
+            predicted=None if predicted is None else predicted.figures,
             after=result.after,
             verdict=result.verdict,
             problem=result.problem,

@@ -19,8 +19,9 @@ from vtop.core.manage.process import ServerState, read_log
 from vtop.core.manage.verdict import Measurement, measure
 from vtop.core.rules.engine import Finding, ProposedChange
 from vtop.core.rules.rule import Rule
-from vtop.core.session.diagnose import DiagnoseOptions, Diagnosis, diagnose_frames
+from vtop.core.session.diagnose import DiagnoseOptions, Diagnosis, diagnose_frames, judged_window
 from vtop.core.store.store import Store
+from vtop.core.whatif.predict import predict_change
 
 
 @dataclass(frozen=True)
@@ -93,6 +94,20 @@ async def tune(state: ServerState, options: TuneOptions) -> Applied | str:
 
     finding, change = chosen
     before = measurement(frames, report)
+    session = judged_window(frames, options.rules, told)
+    config = session.targets[state.url].config if state.url in session.targets else None
+    window = frames[-1].timestamp - frames[0].timestamp
+    predicted = None
+    if config is not None:
+        now = frames[-1].timestamp
+        predicted = predict_change(session.store, state.url, now, window, config, change)
     return await apply_and_verify(
-        state, finding, change, before, after, options.directory, rollback=options.rollback
+        state,
+        finding,
+        change,
+        before,
+        after,
+        options.directory,
+        rollback=options.rollback,
+        predicted=predicted,
     )

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from vtop.core.config.server_config import ServerConfig
+from vtop.core.rules.engine import ProposedChange
 from vtop.core.rules.promql.functions import bucket_quantile
 from vtop.core.store.store import Store
 from vtop.core.whatif.calibrate import (
@@ -179,3 +180,31 @@ def whatif(
         calibration.fit,
         dict(changes),
     )
+
+
+@dataclass(frozen=True)
+class ChangePrediction:
+    """What the model predicts one proposed change does, or why it says nothing."""
+
+    figures: dict[str, float | None] | None
+    reason: str | None = None
+
+
+def predict_change(
+    store: Store,
+    target: str,
+    now: float,
+    window_s: float,
+    server: ServerConfig,
+    change: ProposedChange,
+) -> ChangePrediction:
+    """The prediction recorded next to the measurement when a change is applied."""
+    if change.flag not in FLAGS or not isinstance(change.proposed, float | int):
+        return ChangePrediction(None, f"the model does not change {change.flag}")
+    try:
+        calibration = calibrate(store, target, now, window_s, server)
+    except CannotModelError as error:
+        return ChangePrediction(None, str(error))
+    if calibration.misses:
+        return ChangePrediction(None, "the replay misses " + "; ".join(calibration.misses))
+    return ChangePrediction(predict(calibration, {change.flag: float(change.proposed)}))
