@@ -13,6 +13,7 @@ from tests.support.frames import down_frame
 from vtop.core.config.settings import PANELS
 from vtop.core.ingest.feeds import ReplayFeed
 from vtop.ui.app import VtopApp
+from vtop.ui.screens.text_screen import TextScreen
 
 SnapCompare = Callable[..., bool]
 SMALL = (80, 24)
@@ -91,3 +92,17 @@ async def test_the_action_line_comes_back_after_any_resize() -> None:
                 assert on_screen(ACTION, text) and on_screen(FLAG_DIFF, text), (size, text)
             else:
                 assert "REPLAY" in text  # the state leads the header even at 20x6
+
+
+async def test_the_explain_screen_ranks_the_fixes_by_the_model_s_prediction() -> None:
+    app = app_on(STORM)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await loaded(pilot)
+        await pilot.press("e")
+        await wait_for(pilot, lambda: isinstance(app.screen, TextScreen))
+        screen = app.screen
+        assert isinstance(screen, TextScreen)
+        body = str(screen.body)
+        assert "PREDICTED (scheduler model" in body
+        ranked = body[body.index("PREDICTED") :]
+        assert ranked.index("--num-gpu-blocks-override") < ranked.index("--max-num-seqs")

@@ -132,6 +132,8 @@ def text_predictions(predictions: PrimaryPredictions) -> str:
     for ranked in predictions.ranked:
         flag = ranked.change.as_flag() or ranked.change.flag
         note = "" if ranked.keeps_throughput else "  (loses over 10% of the tokens/s)"
+        if ranked.extrapolated:
+            note += "  (low confidence: larger batches than the window showed)"
         lines.append(f"  {flag}: {_summary(ranked.predicted)}{note}")
     return "\n".join(lines)
 
@@ -162,6 +164,7 @@ def json_predictions(predictions: PrimaryPredictions) -> dict[str, Any]:
                 "proposed": ranked.change.proposed,
                 "predicted": ranked.predicted,
                 "keeps_throughput": ranked.keeps_throughput,
+                "extrapolated": ranked.extrapolated,
             }
             for ranked in predictions.ranked
         ],

@@ -22,14 +22,18 @@ from vtop.core.manage.process import ProcessError, ServerState, state_dir
 from vtop.core.manage.verdict import Measurement, comparison_lines, measure
 from vtop.core.rules.engine import Finding, ProposedChange
 from vtop.core.session.session import Session, TargetState, short_key
-from vtop.core.whatif.predict import ChangePrediction, predict_change
+from vtop.core.whatif.predict import FLAGS, ChangePrediction, predict_change
+from vtop.core.whatif.rank import PrimaryPredictions, finding_predictions
 from vtop.text.report import json_report
+from vtop.text.whatif import text_predictions
 from vtop.ui.explain import current_diagnosis, explain
 from vtop.ui.screens.confirm import ConfirmScreen
 from vtop.ui.screens.text_screen import TextScreen
 from vtop.ui.state import Shown
 from vtop.ui.widgets.findings import FindingsPanel
 
+MODEL_WINDOW_S = 120.0
+"""The most history the scheduler model calibrates on in the dashboard."""
 DRAIN_TIMEOUT_S = 30.0
 
 
@@ -63,9 +67,26 @@ class Actions(App[int]):
             self.notify("no finding to explain", timeout=2)
             return
         title = f"{short_key(finding)}: {finding.rule.title}"
-        self.push_screen(
-            TextScreen(title, explain(finding, self.target.config if self.target else None))
+        body = explain(finding, self.target.config if self.target else None)
+        predictions = self.alternatives(finding)
+        if predictions is not None:
+            body += "\n\n" + text_predictions(predictions)
+        self.push_screen(TextScreen(title, body))
+
+    def alternatives(self, finding: Finding) -> PrimaryPredictions | None:
+        """The finding's changes ranked by the scheduler model (None: none it knows)."""
+        target, now = self.target, self.session.now
+        if target is None or now is None or not any(c.flag in FLAGS for c in finding.changes):
+            return None
+        return finding_predictions(
+            self.session.store, target.target, now, self.model_window(now), target.config, finding
         )
+
+    def model_window(self, now: float) -> float:
+        """The model calibrates on the session's history, up to two minutes of it."""
+        store = self.session.store
+        seen = now - store.time_of(store.oldest_tick) if store.tick >= 0 else 0.0
+        return max(min(seen, MODEL_WINDOW_S), self.settings.window_s)
 
     def action_bundle(self) -> None:
         """Write an incident bundle of the recent frames (in a thread: it compresses)."""
@@ -151,7 +172,7 @@ class Actions(App[int]):
         if target is None or self.session.now is None:
             return ChangePrediction(None, "no window to calibrate on")
         store, now = self.session.store, self.session.now
-        window = max(self.settings.window_s, 30.0)
+        window = self.model_window(now)
         return predict_change(store, target.target, now, window, target.config, change)
 
     def measure_now(self) -> Measurement:

@@ -13,6 +13,10 @@ from vtop.core.store.store import Store
 from vtop.core.whatif.scheduler import EngineConfig, Outcome, StepCost, Workload
 
 SLICE_S = 5.0
+SPREAD = 0.2
+"""Tokens per step must vary by this much across slices to identify a cost per token."""
+IDENTIFIED = 0.8
+"""...and the line must cut the constant's error by a fifth."""
 """The step time is fitted over slices of this length (steps/s against tokens/step)."""
 TOLERANCE = {"generation_tokens_per_s": 0.25, "ttft_p50_s": 0.25, "preemptions_per_s": 0.30}
 """How close the replay of the current config must come to the measurement to predict."""
@@ -117,8 +121,10 @@ def refusal(store: Store, target: str, now: float, window_s: float) -> str | Non
 
 
 def fit_step_cost(store: Store, target: str, now: float, window_s: float) -> tuple[StepCost, float]:
-    """Seconds per step against tokens per step, least squares over the window's slices (a
-    busy engine steps back to back, so a slice's step time is 1 / its steps per second)."""
+    """Seconds per step against tokens per step over the window's slices (a busy engine steps
+    back to back, so a slice's step time is 1 / its steps per second), and the fit's error.
+    A constant unless the slices identify a line that fits clearly better: a cost per token
+    read off slices of one mix would charge a 400-token prefill like 400 decodes."""
     points = []
     slices = max(1, int(window_s // SLICE_S))
     for index in range(slices):
@@ -130,16 +136,37 @@ def fit_step_cost(store: Store, target: str, now: float, window_s: float) -> tup
         raise CannotModelError(
             "no engine steps in the window (no traffic, or no iteration metrics)"
         )
+    cost = _constant(points)
+    fitted = _least_squares(points)
+    if fitted is not None and _error(fitted, points) < IDENTIFIED * _error(cost, points):
+        cost = fitted
+    return cost, _error(cost, points)
+
+
+def _error(cost: StepCost, points: list[tuple[float, float]]) -> float:
+    """Mean relative error of a step cost over (tokens per step, seconds per step) points."""
+    return sum(abs(cost.fixed_s + cost.per_token_s * x - y) / y for x, y in points) / len(points)
+
+
+def _constant(points: list[tuple[float, float]]) -> StepCost:
+    """The step time of all the slices' steps together (a slice of few steps, mostly idle,
+    would weigh as much as a busy one in a plain mean of step times)."""
+    return StepCost(len(points) / sum(1.0 / y for _, y in points), 0.0)
+
+
+def _least_squares(points: list[tuple[float, float]]) -> StepCost | None:
+    """The line through the points, None when the points cannot identify it (too few, tokens
+    per step varying by less than a fifth) or it is not a cost (a negative part)."""
+    if len(points) < 3:
+        return None
     mean_x = sum(x for x, _ in points) / len(points)
     mean_y = sum(y for _, y in points) / len(points)
     spread = sum((x - mean_x) ** 2 for x, _ in points)
-    slope = 0.0
-    if spread > 1e-9 and len(points) >= 3:
-        slope = max(0.0, sum((x - mean_x) * (y - mean_y) for x, y in points) / spread)
-    fixed = max(mean_y - slope * mean_x, 1e-4)
-    cost = StepCost(fixed, slope)
-    error = sum(abs(cost.seconds(round(x)) - y) / y for x, y in points) / len(points)
-    return cost, error
+    if spread <= (SPREAD * mean_x) ** 2 * len(points):
+        return None
+    slope = sum((x - mean_x) * (y - mean_y) for x, y in points) / spread
+    fixed = mean_y - slope * mean_x
+    return StepCost(fixed, slope) if slope >= 0 and fixed >= 0 else None
 
 
 def engine_config(config: ServerConfig, engines: int) -> EngineConfig:

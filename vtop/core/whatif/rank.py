@@ -6,16 +6,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vtop.core.config.effective_config import DiagnoseOptions
+from vtop.core.config.server_config import ServerConfig
 from vtop.core.frame import Frame
 from vtop.core.rules.engine import Finding, ProposedChange
 from vtop.core.rules.rule import Rule
 from vtop.core.session.diagnose import Diagnosis, judged_window
+from vtop.core.store.store import Store
 from vtop.core.whatif.calibrate import CannotModelError
 from vtop.core.whatif.predict import FLAGS, Calibration, calibrate, predict
 
 TARGET_FIGURE = {"memory": "preemptions_per_s", "queue": "waiting", "latency": "ttft_p50_s"}
 """What a finding of each phase wants down; others aim at TTFT p50."""
 KEPT_THROUGHPUT = 0.9
+EXTRAPOLATED = 1.5
 
 
 @dataclass(frozen=True)
@@ -25,6 +28,9 @@ class RankedChange:
     change: ProposedChange
     predicted: dict[str, float | None]
     keeps_throughput: bool
+    extrapolated: bool = False
+    """It runs batches half again larger than any the window showed: the step time there is
+    the model's assumption, not a measurement."""
 
 
 def target_figure(finding: Finding) -> str:
@@ -45,7 +51,10 @@ def rank(finding: Finding, calibration: Calibration) -> list[RankedChange]:
             continue
         figures = predict(calibration, {change.flag: float(change.proposed)})
         tokens = figures.get("generation_tokens_per_s") or 0.0
-        ranked.append(RankedChange(change, figures, tokens >= KEPT_THROUGHPUT * before))
+        seen = calibration.measured.get("running") or 0.0
+        beyond = (figures.get("running") or 0.0) > EXTRAPOLATED * max(seen, 1.0)
+        kept = tokens >= KEPT_THROUGHPUT * before
+        ranked.append(RankedChange(change, figures, kept, beyond))
     return sorted(
         ranked,
         key=lambda r: (not r.keeps_throughput, _or_inf(r.predicted.get(figure))),
@@ -78,16 +87,30 @@ def primary_predictions(
         return None
     session = judged_window(frames, rules, options)
     state = session.targets.get(diagnosis.target)
-    figure = target_figure(primary)
     if state is None or len(frames) < 2:
-        return PrimaryPredictions(primary.key, figure, [], {}, "no window to calibrate on")
+        return PrimaryPredictions(
+            primary.key, target_figure(primary), [], {}, "no window to calibrate on"
+        )
     now = frames[-1].timestamp
     window = max(now - frames[0].timestamp, 1.0)
+    return finding_predictions(session.store, diagnosis.target, now, window, state.config, primary)
+
+
+def finding_predictions(
+    store: Store,
+    target: str,
+    now: float,
+    window_s: float,
+    server: ServerConfig,
+    finding: Finding,
+) -> PrimaryPredictions:
+    """A finding's alternatives ranked on the store's window, or why the model gives none."""
+    figure = target_figure(finding)
     try:
-        calibration = calibrate(session.store, diagnosis.target, now, window, state.config)
+        calibration = calibrate(store, target, now, window_s, server)
     except CannotModelError as error:
-        return PrimaryPredictions(primary.key, figure, [], {}, str(error))
+        return PrimaryPredictions(finding.key, figure, [], {}, str(error))
     if calibration.misses:
         reason = "the replay of the current config misses " + "; ".join(calibration.misses)
-        return PrimaryPredictions(primary.key, figure, [], calibration.replay, reason)
-    return PrimaryPredictions(primary.key, figure, rank(primary, calibration), calibration.replay)
+        return PrimaryPredictions(finding.key, figure, [], calibration.replay, reason)
+    return PrimaryPredictions(finding.key, figure, rank(finding, calibration), calibration.replay)
