@@ -22,6 +22,7 @@ from vtop.cli.options import (
 )
 from vtop.core.config.effective_config import DiagnoseOptions
 from vtop.core.config.settings import Settings
+from vtop.core.frame import Frame
 from vtop.core.ingest.sources.prometheus import PrometheusError
 from vtop.core.ingest.sources.vllm_http import DEFAULT_URL
 from vtop.core.rules.promql.parser import PromQLError, parse_duration
@@ -71,6 +72,19 @@ def diagnose_parser() -> argparse.ArgumentParser:
     return diagnose
 
 
+def window_of(
+    args: argparse.Namespace, path: Path | None, settings: Settings, options: DiagnoseOptions
+) -> list[Frame]:
+    """The frames to judge: a recording's (between --from and --to), or the first server's
+    for the window."""
+    if path is not None:
+        return between(read_frames(path), args.start, args.end)
+    if args.start is not None or args.end is not None:
+        raise CliError("--from/--to pick a window of a recording, not of a live server")
+    one = dataclasses.replace(settings, urls=settings.urls[:1])
+    return asyncio.run(window_frames(live_feed(one, gpus=options.read_gpus), options))
+
+
 def diagnose_main(argv: list[str]) -> int:
     """Run `vtop diagnose`."""
     args = diagnose_parser().parse_args(argv)
@@ -84,13 +98,7 @@ def diagnose_main(argv: list[str]) -> int:
     )
     if args.prometheus:
         return from_prometheus(args, settings, rules, options)
-    if path is not None:
-        frames = between(read_frames(path), args.start, args.end)
-    else:
-        if args.start is not None or args.end is not None:
-            raise CliError("--from/--to pick a window of a recording, not of a live server")
-        one = dataclasses.replace(settings, urls=settings.urls[:1])
-        frames = asyncio.run(window_frames(live_feed(one, gpus=options.read_gpus), options))
+    frames = window_of(args, path, settings, options)
     targets = [scrape.target for frame in frames for scrape in frame.scrapes]
     target = args.target or (targets[0] if targets else "unknown")
     diagnosis = diagnose_frames(target, frames, rules, options)

@@ -4,13 +4,11 @@ calibrated on it -> the figures predicted for the changed flags."""
 from __future__ import annotations
 
 import argparse
-import asyncio
-import dataclasses
 from pathlib import Path
 
-from vtop.cli.dashboard import live_feed
+from vtop.cli.diagnose import window_of
 from vtop.cli.errors import CliError
-from vtop.cli.frames import between, file_argument, read_frames
+from vtop.cli.frames import file_argument
 from vtop.cli.options import (
     add_rules_option,
     add_target_options,
@@ -21,7 +19,7 @@ from vtop.cli.options import (
 )
 from vtop.core.config.effective_config import DiagnoseOptions
 from vtop.core.ingest.sources.vllm_http import DEFAULT_URL
-from vtop.core.session.diagnose import judged_window, window_frames
+from vtop.core.session.diagnose import judged_window
 from vtop.core.strict_json import strict_json
 from vtop.core.whatif.calibrate import CannotModelError
 from vtop.core.whatif.predict import FLAGS, whatif
@@ -91,13 +89,7 @@ def whatif_main(argv: list[str]) -> int:
     options = DiagnoseOptions(
         settings.window_s, settings.interval_s, settings.vllm_args, log, False
     )
-    if path is not None:
-        frames = between(read_frames(path), args.start, args.end)
-    else:
-        if args.start is not None or args.end is not None:
-            raise CliError("--from/--to pick a window of a recording, not of a live server")
-        one = dataclasses.replace(settings, urls=settings.urls[:1])
-        frames = asyncio.run(window_frames(live_feed(one, gpus=False), options))
+    frames = window_of(args, path, settings, options)
     targets = [scrape.target for frame in frames for scrape in frame.scrapes]
     if not targets:
         raise CliError("no frames in the window", EXIT_CANNOT)

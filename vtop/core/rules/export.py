@@ -14,7 +14,7 @@ from typing import Any
 from vtop.core.rules.promql.ast import Binary, Expr, Number, Selector, map_selectors
 from vtop.core.rules.promql.parser import parse
 from vtop.core.rules.promql.printer import for_prometheus, is_local, to_text
-from vtop.core.rules.records import Record, uses
+from vtop.core.rules.records import Record, closure
 from vtop.core.rules.rule import Rule
 
 INSTANCE = "instance"
@@ -108,7 +108,7 @@ def export_rules(rules: list[Rule], options: ExportOptions | None = None) -> dic
             continue
         if rule.unless_found:
             condition = _unless_firing(condition, [names[other] for other in rule.unless_found])
-        used.update(_closure(condition, records))
+        used.update(closure(condition, records))
         alerts.append(_alert(rule, condition, names[rule.id], options))
     recorded = [
         {"record": name, "expr": to_text(expr)} for name, expr in records.items() if name in used
@@ -153,15 +153,3 @@ def _unless_firing(condition: Expr, alerts: list[str]) -> Expr:
     the group, so their ALERTS series of this evaluation are already written)."""
     firing = parse(f'ALERTS{{alertstate="firing", alertname=~"{"|".join(sorted(alerts))}"}}')
     return Binary("unless", condition, firing, on=(INSTANCE,))
-
-
-def _closure(expr: Expr, records: dict[str, Expr]) -> set[str]:
-    """The records an expression reads, directly or through others."""
-    found: set[str] = set()
-    pending = uses(expr, records)
-    while pending:
-        name = pending.pop()
-        if name not in found:
-            found.add(name)
-            pending += uses(records[name], records)
-    return found

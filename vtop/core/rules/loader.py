@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from vtop.core.rules.promql.ast import Expr, selectors
-from vtop.core.rules.records import RECORD_NAME, Record, RecordUseError, expand, uses
+from vtop.core.rules.records import RECORD_NAME, Record, RecordUseError, closure, expand
 from vtop.core.rules.rule import Rule, RuleError, RuleFileError, Suggestion
 from vtop.core.rules.rule_file import load_file, rule_files
 
@@ -115,13 +115,7 @@ def _expanded_suggestion(suggestion: Suggestion, records: dict[str, Record]) -> 
 
 def _used(expr: Expr, records: dict[str, Record]) -> tuple[Record, ...]:
     """The records an expression reads, directly or through others, in definition order."""
-    found: set[str] = set()
-    pending = uses(expr, records)
-    while pending:
-        name = pending.pop()
-        if name not in found:
-            found.add(name)
-            pending += uses(records[name].expr, records)
+    found = closure(expr, {name: record.expr for name, record in records.items()})
     return tuple(record for name, record in records.items() if name in found)
 
 

@@ -54,3 +54,16 @@ def expand(expr: Expr, records: Mapping[str, Record]) -> Expr:
         return record.expanded
 
     return map_selectors(expr, replace)
+
+
+def closure(expr: Expr, records: Mapping[str, Expr]) -> set[str]:
+    """The records an expression reads, directly or through others (`records`: name ->
+    its expression as written)."""
+    found: set[str] = set()
+    pending = uses(expr, records)
+    while pending:
+        name = pending.pop()
+        if name not in found:
+            found.add(name)
+            pending += uses(records[name], records)
+    return found
