@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tests.support.frames import TARGET, frame_from_text
+from tests.support.frames import TARGET, down_frame, frame, frame_from_text
 from tests.support.payloads import DATA, fixture
 from tests.support.storm import storm_frames
 from vtop.core.config.cache_config import cache_configs
@@ -317,3 +317,32 @@ def test_a_one_shot_diagnosis_judges_the_window_with_what_the_whole_window_infer
         live.ingest(frame)
     triage = live.target(TARGET).triage
     assert triage is not None and "Q2" not in {f.rule.id for f in triage.findings}
+
+
+def test_an_endpoint_that_stops_answering_keeps_the_evidence_before_and_says_so() -> None:
+    frames = storm_frames()
+    end = frames[-1].timestamp
+    timed_out = TargetScrape(TARGET, ScrapeStatus.UNREACHABLE, error="no answer within 10 s")
+    frames += [Frame(end + 1, (timed_out,)), Frame(end + 2, (timed_out,))]
+    options = DiagnoseOptions(vllm_args="vllm serve ./model --max-num-seqs 16")
+    diagnosis = diagnose_frames(TARGET, frames, load_rules(), options)
+    assert diagnosis.triage is not None and diagnosis.triage.primary is not None
+    assert diagnosis.triage.primary.rule.id == "M1" and diagnosis.exit_code == 2
+    assert diagnosis.stopped_answering is not None
+    assert "last 2 scrape(s)" in diagnosis.stopped_answering
+    assert "ENDPOINT STOPPED ANSWERING" in text_report(diagnosis)
+    assert "no answer within 10 s" in json_report(diagnosis)["stopped_answering"]
+
+
+def test_a_healthy_window_whose_end_went_unanswered_is_a_warning() -> None:
+    types = {"vllm:num_requests_running": "gauge", "vllm:generation_tokens_total": "counter"}
+    frames = [
+        frame(t, types, {"vllm:num_requests_running": 1, "vllm:generation_tokens_total": 20 * t})
+        for t in range(20)
+    ]
+    healthy = diagnose_frames(TARGET, frames, load_rules(), DiagnoseOptions())
+    assert healthy.verdict == "ok" and healthy.stopped_answering is None
+    frames.append(down_frame(20.0))
+    diagnosis = diagnose_frames(TARGET, frames, load_rules(), DiagnoseOptions())
+    assert diagnosis.verdict == "warning" and diagnosis.exit_code == 1
+    assert diagnosis.stopped_answering is not None and "refused" in diagnosis.stopped_answering

@@ -84,6 +84,9 @@ def text_report(diagnosis: Diagnosis) -> str:
         return "\n".join(lines + _quality_lines(diagnosis))
     triage = diagnosis.triage
     lines.append(f"VERDICT: {diagnosis.verdict.upper()}")
+    if diagnosis.stopped_answering:
+        lines.append(f"ENDPOINT STOPPED ANSWERING: {diagnosis.stopped_answering}.")
+        lines.append(f"  {STOPPED_HINT}")
     if triage.primary is None or triage.primary.rule.severity == "info":
         lines.append("No warning or critical finding.")
     lines += _quality_lines(diagnosis)
@@ -100,6 +103,12 @@ def text_report(diagnosis: Diagnosis) -> str:
     if diagnosis.events:
         lines += ["", "EVENTS", *(f"  {event_text(event)}" for event in diagnosis.events)]
     return "\n".join(lines)
+
+
+STOPPED_HINT = (
+    "An API server too busy to answer /metrics is a symptom: check its CPU (tokenizing, "
+    "streaming) and whether it still serves requests; run vtop diagnose again."
+)
 
 
 def _quality_lines(diagnosis: Diagnosis) -> list[str]:
@@ -194,6 +203,7 @@ def json_report(diagnosis: Diagnosis) -> dict[str, Any]:
         "verdict": diagnosis.verdict,
         "exit_code": diagnosis.exit_code,
         "reason": diagnosis.reason,
+        "stopped_answering": diagnosis.stopped_answering,
         "primary": finding_json(triage.primary, diagnosis.config)
         if triage and triage.primary
         else None,

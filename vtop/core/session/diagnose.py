@@ -44,6 +44,9 @@ class Diagnosis:
     events: list[Mark] = field(default_factory=list)
     data_quality: list[Defect] = field(default_factory=list)
     """What the endpoint exposed that no vLLM can, during the window (distinct, in order)."""
+    stopped_answering: str | None = None
+    """Why the window's last scrapes failed when earlier ones answered (the triage is then
+    of the evidence up to the last answer)."""
 
     @property
     def verdict(self) -> str:
@@ -52,7 +55,7 @@ class Diagnosis:
             return "unknown"
         severity = self.triage.severity
         if severity in ("ok", "info"):
-            return "warning" if self.data_quality else "ok"
+            return "warning" if self.data_quality or self.stopped_answering else "ok"
         return severity
 
     @property
@@ -61,7 +64,7 @@ class Diagnosis:
         if self.triage is None:
             return EXIT_UNKNOWN
         code = EXIT_BY_SEVERITY[self.triage.severity]
-        return max(code, EXIT_WARNING) if self.data_quality else code
+        return max(code, EXIT_WARNING) if self.data_quality or self.stopped_answering else code
 
 
 def had_traffic(store: Store, target: str, now: float, window: float) -> bool:
@@ -121,8 +124,29 @@ async def diagnose_prometheus(
 def diagnose_frames(
     target: str, frames: list[Frame], rules: list[Rule], options: DiagnoseOptions
 ) -> Diagnosis:
-    """Triage recorded or freshly sampled frames (the same code as the dashboard)."""
-    return _target_diagnosis(judged_window(frames, rules, options), target, frames)
+    """Triage recorded or freshly sampled frames (the same code as the dashboard).
+
+    When the target stopped answering before the window ended, the triage is of the frames up
+    to its last answer (a failed scrape leaves no value to judge, but the evidence before it
+    stands) and the diagnosis says so.
+    """
+    answered = frames[: _last_answer(target, frames) + 1] or frames
+    diagnosis = _target_diagnosis(judged_window(answered, rules, options), target, answered)
+    unanswered = [s for f in frames[len(answered) :] for s in f.scrapes if s.target == target]
+    if unanswered and diagnosis.triage is not None:
+        last = unanswered[-1]
+        diagnosis.stopped_answering = (
+            f"the last {len(unanswered)} scrape(s) of the window failed "
+            f"({last.status.value}: {last.error}); judged up to the last answer, "
+            f"{frames[-1].timestamp - answered[-1].timestamp:.0f} s before the window's end"
+        )
+    return diagnosis
+
+
+def _last_answer(target: str, frames: list[Frame]) -> int:
+    """The index of the last frame in which the target answered, or -1."""
+    answered = [i for i, f in enumerate(frames) for s in f.scrapes if s.target == target and s.ok]
+    return answered[-1] if answered else -1
 
 
 def judged_window(frames: list[Frame], rules: list[Rule], options: DiagnoseOptions) -> Session:
