@@ -15,7 +15,6 @@ from typing import Any
 
 from tests.support.incidents import (
     INCIDENTS,
-    MEASURE_S,
     SETTLE_S,
     WINDOW_S,
     Incident,
@@ -81,9 +80,9 @@ def doctor_cell(report: dict[str, Any]) -> str:
 
 
 async def compare(server: VllmServer, incident: Incident) -> tuple[str, str, str]:
-    """Provoke the incident (measured first), run vllm-doctor inside the window vtop judges, and
+    """Provoke the incident, run vllm-doctor inside the window vtop judges, and
     diagnose that window with the URL alone and with the flags and the log."""
-    doctor = asyncio.create_task(_doctor_later(server.url, SETTLE_S + MEASURE_S + WINDOW_S / 2))
+    doctor = asyncio.create_task(_doctor_later(server.url, SETTLE_S + WINDOW_S / 2))
     recorded = await provoke(server, incident)
     diagnoses = both_modes(server, recorded.windows[0], load_rules())
     return (

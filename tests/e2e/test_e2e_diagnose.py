@@ -40,8 +40,8 @@ from vtop.core.session.diagnose import DiagnoseOptions, Diagnosis, diagnose_url
 from vtop.text.report import json_report, text_report
 
 pytestmark = pytest.mark.vllm
-# Ordered so that consecutive tests share one server (the pool keeps one; a start is ~75 s here),
-# ending on the storm server that test_e2e_vllm.py starts with.
+# Ordered so that consecutive tests share one server (a start is about a minute here), ending on
+# the light and the storm servers that test_e2e_vllm.py uses (the pool keeps the last two).
 
 
 def found(diagnosis: Diagnosis) -> dict[str, Finding]:
@@ -73,7 +73,7 @@ async def test_token_budget_found_with_the_url_alone_and_with_the_log(
     vllm_pool: ServerPool,
 ) -> None:
     server = vllm_pool.get(BUDGET.spec)
-    recorded = await provoke(server, BUDGET, windows=3)
+    recorded = await provoke(server, BUDGET, windows=2)
     rules, values = load_rules(), []
     for frames in recorded.windows:
         for mode, diagnosis in both_modes(server, frames, rules).items():
@@ -103,7 +103,7 @@ async def test_sequence_cap_found_with_the_url_alone_and_with_the_log(
     vllm_pool: ServerPool,
 ) -> None:
     server = vllm_pool.get(SEQ_CAP.spec)
-    recorded = await provoke(server, SEQ_CAP, windows=3)
+    recorded = await provoke(server, SEQ_CAP, windows=2)
     rules, values = load_rules(), []
     for frames in recorded.windows:
         for mode, diagnosis in both_modes(server, frames, rules).items():
@@ -184,7 +184,7 @@ async def test_preemption_storm_found_with_the_url_alone_and_with_the_log(
     vllm_pool: ServerPool,
 ) -> None:
     server = vllm_pool.get(OVER_ADMITTED.spec)
-    recorded = await provoke(server, OVER_ADMITTED, windows=3)
+    recorded = await provoke(server, OVER_ADMITTED, windows=2)
     rules, values = load_rules(), []
     for frames in recorded.windows:
         for mode, diagnosis in both_modes(server, frames, rules).items():

@@ -34,6 +34,7 @@ from vtop.core.ingest.sources.vllm_http import ScrapeOptions
 from vtop.core.rules.export import alert_name
 from vtop.core.rules.loader import load_rules
 from vtop.core.session.diagnose import DiagnoseOptions, diagnose_fleet, diagnose_prometheus
+from vtop.core.session.session import Session
 from vtop.text.report import fleet_json_report
 
 
@@ -86,6 +87,36 @@ async def history(url: str, since_s: float) -> list[Frame]:
         return await history_frames(client, now - since_s, now, 1)
     finally:
         await client.close()
+
+
+async def ticks(url: str, alerts: bool, count: int = 3) -> tuple[Session, int]:
+    """A session fed `count` ticks of the Prometheus feed (alerts or raw), and the bytes read."""
+    client = PrometheusClient(url, ScrapeOptions())
+    feed = PrometheusFeed(client, 1.0, alerts=alerts)
+    session = Session(load_rules(), DiagnoseOptions(), alerts=alerts)
+    try:
+        for _ in range(count):
+            for frame in await feed.frames(time.time()):
+                session.ingest(frame)
+            await asyncio.sleep(1.0)
+    finally:
+        await feed.close()
+    return session, client.bytes_read
+
+
+def assert_alerts_mode_shows_what_prometheus_fires(url: str, names: list[str]) -> None:
+    """`vtop --prometheus URL --alerts`: the findings are the alerts Prometheus fires for the
+    exported rules, read at a fraction of the bytes of every raw series."""
+    session, alerts_bytes = asyncio.run(ticks(url, alerts=True))
+    _, raw_bytes = asyncio.run(ticks(url, alerts=False))
+    triages = {name: session.target(name).triage for name in names}
+    stormy = triages[names[0]]
+    assert stormy is not None and stormy.primary is not None, triages
+    assert stormy.primary.rule.id == "M1" and "VllmPreemptionStorm" in stormy.primary.diagnosis
+    assert all(t is None or not t.findings for t in (triages[names[1]], triages[names[2]]))
+    summary = session.target(names[2]).summary
+    assert summary is not None and summary.running is not None  # headline figures still read
+    assert alerts_bytes < raw_bytes / 3, (alerts_bytes, raw_bytes)
 
 
 def assert_recording_replays_the_same(url: str, path: Path) -> None:
@@ -142,6 +173,7 @@ def test_prometheus_gives_the_fleet_what_direct_scrapes_give(
         assert stormy.primary.rule.id == "M1"
         alert = alert_name(stormy.primary.rule)
         assert alerts_fired(url, alert, 60) == [names[0]]  # Prometheus agrees
+        assert_alerts_mode_shows_what_prometheus_fires(url, names)
         assert by_target[names[1]].triage is None  # idle: no traffic, nothing to diagnose
         assert fleet.fleet is not None
         imbalance = [f for f in fleet.fleet.findings if f.rule.id == "B1"]

@@ -3,8 +3,9 @@
 A scenario names its precondition (requests waiting through the window, running held at the
 cap, steps at the budget, the pool full). The load runs in its own process (`vtop bench`), so
 neither the watcher nor the diagnosis can starve it; the watcher scrapes with vtop's own source.
-If the precondition does not hold, the load grows (more clients, longer prompts) and is tried
-again; if it never holds, the test fails with the figures measured, not with a wrong verdict.
+If a recorded window does not show the precondition, the load grows (more clients, longer
+prompts) and is tried again; if it never holds, the test fails with the figures measured, not with
+a wrong verdict.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from tests.support.scenarios import LIGHT, NO_PREFIX_CACHE, SEQ_LIMITED, SMALL_BUDGET, STORM
+from tests.support.scenarios import LIGHT, SEQ_LIMITED, SMALL_BUDGET, STORM
 from tests.support.vllm_harness.server import ROOT, ServerSpec, VllmServer
 from vtop.core.config.inference import EngineWindow, engine_windows
 from vtop.core.frame import Frame
@@ -35,7 +36,6 @@ WINDOW_S = 15.0
 """The diagnosis window (vtop diagnose's default)."""
 SETTLE_S = 5.0
 """Load runs this long before the precondition is measured (first steps compile shapes)."""
-MEASURE_S = 10.0
 ATTEMPTS = 3
 
 
@@ -151,7 +151,7 @@ def measure(frames: list[Frame]) -> EngineWindow:
 
 
 def lost_precondition(incident: Incident, recorded: list[list[Frame]]) -> str | None:
-    """Why the first recorded window no longer shows the incident, or None when all do."""
+    """Why a recorded window does not show the incident, or None when all do."""
     for frames in recorded:
         again = measure(frames)
         lost = incident.precondition(again, incident.spec)
@@ -166,29 +166,21 @@ def figures(window: EngineWindow) -> str:
 
 
 async def provoke(server: VllmServer, incident: Incident, windows: int = 1) -> Recorded:
-    """Run the load until the precondition holds, then record `windows` diagnosis windows.
-
-    A window in which the precondition is lost (a scrape starved by a busy host) is another
-    attempt at the same load, not a failure: only a load that never holds fails.
-    """
-    load, measured = incident.load, []
+    """Run the load, record `windows` diagnosis windows, and keep them if each shows the
+    precondition; else grow the load and try again (only a load that never holds fails)."""
+    load, measured = incident.load, list[str]()
     for _ in range(ATTEMPTS):
-        duration = SETTLE_S + MEASURE_S + windows * WINDOW_S + 15
-        process = LoadProcess(load, server.url, duration)
+        process = LoadProcess(load, server.url, SETTLE_S + windows * WINDOW_S + 15)
         try:
             await asyncio.sleep(SETTLE_S)
-            window = measure(await watch(server.url, MEASURE_S))
-            missing = incident.precondition(window, incident.spec)
-            measured.append(f"{load}: {missing or 'holds'} [{figures(window)}]")
-            if missing is None:
-                recorded = [await watch(server.url, WINDOW_S) for _ in range(windows)]
-                lost = lost_precondition(incident, recorded)
-                if lost is None:
-                    return Recorded(incident, load, recorded, measured)
-                measured.append(f"{load}: precondition lost while recording: {lost}")
-                continue
+            recorded = [await watch(server.url, WINDOW_S) for _ in range(windows)]
         finally:
             process.stop()
+        lost = lost_precondition(incident, recorded)
+        if lost is None:
+            kept = [f"{load}: holds [{figures(measure(frames))}]" for frames in recorded]
+            return Recorded(incident, load, recorded, measured + kept)
+        measured.append(f"{load}: {lost}")
         load = incident.grow(load, incident.spec)
     raise AssertionError(
         f"{incident.name}: precondition never held after {ATTEMPTS} loads:\n" + "\n".join(measured)
@@ -260,7 +252,7 @@ def more_clients(load: Load, spec: ServerSpec) -> Load:
 BUDGET = Incident("token budget 64", SMALL_BUDGET, Load(16, 400, 8), at_token_budget, more_clients)
 SEQ_CAP = Incident("max-num-seqs 2", SEQ_LIMITED, Load(16, 256, 32), at_sequence_cap, more_clients)
 NO_CACHE = Incident(
-    "prefix caching off", NO_PREFIX_CACHE, Load(2, 160, 16, shared_prefix=128), traffic
+    "prefix caching off", SMALL_BUDGET, Load(2, 160, 16, shared_prefix=128), traffic
 )
 HEALTHY = Incident("healthy light load", LIGHT, Load(2, 32, 32), no_queue)
 SHORT_PREFIX = Incident(

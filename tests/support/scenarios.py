@@ -8,8 +8,9 @@ from vtop.core.manage.bench import BenchConfig, Lengths
 LIGHT = ServerSpec(max_num_seqs=16)
 STORM = ServerSpec(num_gpu_blocks_override=8, block_size=128, max_num_seqs=16)
 SEQ_LIMITED = ServerSpec(max_num_seqs=2)
-NO_PREFIX_CACHE = ServerSpec(prefix_caching=False)
-SMALL_BUDGET = ServerSpec(max_num_seqs=16, max_num_batched_tokens=64)
+SMALL_BUDGET = ServerSpec(max_num_seqs=16, max_num_batched_tokens=64, prefix_caching=False)
+"""A 64-token step budget with prefix caching off (as in the incident the URL-only triage once
+got wrong: the budget must be the primary, not the disabled cache)."""
 
 
 def warm_up(url: str, max_num_seqs: int) -> BenchConfig:

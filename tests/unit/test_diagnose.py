@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from tests.support.frames import TARGET, down_frame, frame, frame_from_text
+from tests.support.frames import TARGET, down_frame, frame_from_text
+from tests.support.frames import frame as numbers_frame
 from tests.support.payloads import DATA, fixture
 from tests.support.storm import storm_frames
 from vtop.core.config.cache_config import cache_configs
@@ -337,7 +338,9 @@ def test_an_endpoint_that_stops_answering_keeps_the_evidence_before_and_says_so(
 def test_a_healthy_window_whose_end_went_unanswered_is_a_warning() -> None:
     types = {"vllm:num_requests_running": "gauge", "vllm:generation_tokens_total": "counter"}
     frames = [
-        frame(t, types, {"vllm:num_requests_running": 1, "vllm:generation_tokens_total": 20 * t})
+        numbers_frame(
+            t, types, {"vllm:num_requests_running": 1, "vllm:generation_tokens_total": 20 * t}
+        )
         for t in range(20)
     ]
     healthy = diagnose_frames(TARGET, frames, load_rules(), DiagnoseOptions())

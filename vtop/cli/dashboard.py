@@ -45,6 +45,13 @@ def monitor_parser() -> argparse.ArgumentParser:
     watch.add_argument(
         "--prometheus", metavar="URL", help="read the vLLM servers a Prometheus server scrapes"
     )
+    watch.add_argument(
+        "--alerts",
+        action="store_true",
+        default=None,
+        help="--prometheus: the alerts it fires for `vtop rules export` and headline figures, "
+        "not every raw series (fleets of hundreds)",
+    )
     add_view_options(watch)
     add_target_options(watch)
     return watch
@@ -56,8 +63,13 @@ def monitor_main(argv: list[str]) -> int:
     if args.prometheus and (args.plain or args.once or args.urls):
         raise CliError("--prometheus reads every server from Prometheus: no URLs, no --plain")
     settings = settings_from(
-        args, urls=tuple(args.urls) or None, prometheus=args.prometheus or None
+        args,
+        urls=tuple(args.urls) or None,
+        prometheus=args.prometheus or None,
+        prometheus_alerts=args.alerts,
     )
+    if settings.prometheus_alerts and not settings.prometheus:
+        raise CliError("--alerts reads a Prometheus server's alerts: give --prometheus URL")
     feed = live_feed(settings, args.record, gpus=not args.no_gpu)
     if args.plain or args.once:
         ticks = args.samples if args.once else None
@@ -72,7 +84,8 @@ def live_feed(settings: Settings, record: str | None = None, gpus: bool = True) 
     options = scrape_options(settings)
     feed: Feed
     if settings.prometheus:
-        feed = PrometheusFeed(PrometheusClient(settings.prometheus, options), settings.interval_s)
+        client = PrometheusClient(settings.prometheus, options)
+        feed = PrometheusFeed(client, settings.interval_s, settings.prometheus_alerts)
     else:
         sources = [VllmHttpSource(url, options) for url in settings.urls]
         feed = LiveFeed(sources, NvmlSource() if gpus else None, settings.interval_s)

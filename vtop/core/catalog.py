@@ -142,6 +142,10 @@ def canonical_name(name: str) -> str:
     return CANONICAL_BY_ALIAS.get(name, name)
 
 
+ALERTS = "ALERTS"
+"""Prometheus's series of active alerts (read for the exported rules' alerts)."""
+
+
 def is_vllm(name: str) -> bool:
     """True for a vLLM engine metric (`vllm:`, or Ray Serve's `ray_vllm:` / `ray_vllm_`)."""
     return name.startswith(("vllm:", *RAY_PREFIXES))

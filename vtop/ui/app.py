@@ -96,7 +96,13 @@ class VtopApp(Keys):
         """A session as this dashboard needs it (rule budget and history sized to the fleet)."""
         budget = RULE_BUDGET if self.fleet_mode else None
         capacity = store_ticks_for(len(self.settings.urls))
-        return Session(self.rules, self.options, rule_budget=budget, store_capacity=capacity)
+        return Session(
+            self.rules,
+            self.options,
+            rule_budget=budget,
+            store_capacity=capacity,
+            alerts=self.settings.prometheus_alerts,
+        )
 
     def compose(self) -> ComposeResult:
         yield Header(id="header")

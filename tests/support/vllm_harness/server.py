@@ -201,18 +201,21 @@ def _title(pid: int) -> str:
 
 
 class ServerPool:
-    """Shares servers between tests by spec; keeps at most `keep` running (2 cores here)."""
+    """Shares servers between tests by spec; keeps the `keep` most recently used running (an
+    idle one costs memory, not CPU; a start costs a minute)."""
 
-    def __init__(self, log_dir: Path, keep: int = 1) -> None:
+    def __init__(self, log_dir: Path, keep: int = 2) -> None:
         self.log_dir = log_dir
         self.keep = keep
         self._servers: dict[ServerSpec, VllmServer] = {}
 
-    def get(self, spec: ServerSpec, keep: int | None = None) -> VllmServer:
-        """A running server for `spec`, starting it (and stopping the oldest beyond `keep`)."""
+    def get(self, spec: ServerSpec) -> VllmServer:
+        """A running server for `spec`, starting it (and stopping the least recently used
+        beyond `keep`)."""
         if spec in self._servers:
+            self._servers[spec] = self._servers.pop(spec)
             return self._servers[spec]
-        while len(self._servers) >= (keep or self.keep):
+        while len(self._servers) >= self.keep:
             oldest = next(iter(self._servers))
             self._servers.pop(oldest).stop()
         server = VllmServer(spec, self.log_dir / f"vllm-{len(self._servers)}-{time.time():.0f}.log")

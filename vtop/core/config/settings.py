@@ -61,6 +61,9 @@ class Settings:
     """Where the dashboard's `b` key writes incident bundles."""
     prometheus: str | None = None
     """Read the vLLM servers a Prometheus server scrapes instead of scraping them."""
+    prometheus_alerts: bool = False
+    """With `prometheus`: read the alerts it fires for the exported rules and each server's
+    headline figures, not every raw series (large fleets)."""
 
 
 ENV_NAMES = {
@@ -75,6 +78,7 @@ ENV_NAMES = {
     "api_key": API_KEY_ENV,
     "verify_tls": "VTOP_VERIFY_TLS",
     "prometheus": "VTOP_PROMETHEUS",
+    "prometheus_alerts": "VTOP_PROMETHEUS_ALERTS",
 }
 
 

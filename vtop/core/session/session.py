@@ -24,6 +24,7 @@ from vtop.core.frame import (
 )
 from vtop.core.ingest.exposition_writer import exposition_text
 from vtop.core.ingest.quality import Defect, QualityChecker
+from vtop.core.rules.alerts import alert_triage
 from vtop.core.rules.engine import Engine, Finding, Triage
 from vtop.core.rules.rule import Rule
 from vtop.core.session.summary import TargetSummary, merged_latency, quick_summary, summarize
@@ -100,8 +101,12 @@ class Session:
         rule_budget: int | None = None,
         store_capacity: int = DEFAULT_CAPACITY,
         seeded: dict[str, dict[str, Setting]] | None = None,
+        alerts: bool = False,
     ) -> None:
         self.store = Store(store_capacity)
+        self.alerts = alerts
+        """Findings are the alerts Prometheus fires for the exported rules (alert_triage), not
+        the rules evaluated here (the raw series are not read)."""
         self.engine = Engine(rules)
         self.options = options
         self.history_points = store_capacity
@@ -145,7 +150,7 @@ class Session:
         judged = self._judged_now(frame.scrapes)
         for scrape in frame.scrapes:
             self._ingest_scrape(scrape, frame, scrape.target in restarted, scrape.target in judged)
-        if len(self.targets) > 1 and self._fleet_due(frame.timestamp):
+        if len(self.targets) > 1 and not self.alerts and self._fleet_due(frame.timestamp):
             triage = self.engine.evaluate_fleet(self.store, frame.timestamp)
             self._mark_findings(self.fleet, triage, frame.timestamp)
             self.fleet.triage, self.fleet.last_timestamp = triage, frame.timestamp
@@ -244,7 +249,11 @@ class Session:
             view.triage = Triage((), (), (alternation_text(view.alternating),))
             return
         view.config = self._with_inferences(view, now)
-        triage = self.engine.evaluate(self.store, scrape.target, now, view.config.pseudo_metrics())
+        if self.alerts:
+            triage = alert_triage(self.store, scrape.target, now, self.engine.rules)
+        else:
+            pseudo = view.config.pseudo_metrics()
+            triage = self.engine.evaluate(self.store, scrape.target, now, pseudo)
         self._mark_findings(view, triage, now)
         view.triage = triage
 

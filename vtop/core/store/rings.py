@@ -31,7 +31,8 @@ DEFAULT_MAX_SERIES = 50_000
 OTHER_MAX_SERIES = 2_000
 """Series that are not vLLM's (nor vtop's GPU or restart series) share this smaller cap: a
 payload's junk, however much of it comes first, never costs a vLLM series its ring."""
-KEPT_PREFIXES = ("vllm:", "nvml:")
+KEPT_PREFIXES = ("vllm:", "nvml:", "ALERTS")
+"""Series never crowded out by junk (Prometheus's ALERTS: the fleet's findings)."""
 STARTS_KEPT = 16
 KNOWN_PER_SAMPLE = 4
 """A target's resolved-series cache is dropped once it holds this many entries per sample of

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
-from vtop.core.catalog import is_vllm, sample_type
+from vtop.core.catalog import ALERTS, is_vllm, sample_type
 from vtop.core.frame import Event, EventKind, Frame, Sample, ScrapeStatus, Series, TargetScrape
 from vtop.core.ingest.feed_status import (
     INTERVAL_STEPS,
@@ -33,6 +34,15 @@ from vtop.core.manage.process import ServerState
 VLLM_SELECTOR = '{__name__=~"vllm:.+|ray_vllm[:_].+|process_start_time_seconds|up"}'
 """Everything vtop reads: vLLM's series (Ray Serve's names too), the restart marker, and
 Prometheus' own `up`."""
+HEADLINE_SELECTOR = (
+    '{__name__=~"vllm:(num_requests_running|num_requests_waiting|kv_cache_usage_perc'
+    "|generation_tokens_total|prompt_tokens_total|num_preemptions_total)"
+    '|process_start_time_seconds|up"}'
+)
+"""What `--alerts` reads of each server: the fleet table's figures, restarts and `up`..."""
+ALERTS_SELECTOR = 'ALERTS{alertname=~"Vllm.+", alertstate="firing"}'
+"""...and the alerts Prometheus fires for the exported rules (the triage, done there)."""
+ALERTS_QUERY = f"{HEADLINE_SELECTOR} or {ALERTS_SELECTOR}"
 KNOWN_SERVERS = (
     "group by (job, instance) (last_over_time("
     '{__name__=~"vllm:num_requests_running|ray_vllm[:_]num_requests_running"}[1h]))'
@@ -66,6 +76,8 @@ class PrometheusClient:
         self.timeout_s = options.timeout_s
         self.client = make_client(options)
         self.headers = {"Authorization": f"Bearer {options.api_key}"} if options.api_key else {}
+        self.bytes_read = 0
+        """Bytes of API answers read so far (what a tick costs the link)."""
 
     async def close(self) -> None:
         """Close the HTTP client."""
@@ -82,6 +94,7 @@ class PrometheusClient:
             raise PrometheusError(f"{self.url}: {describe_error(error)}") from error
         except (DeadlineError, BodyError) as error:
             raise PrometheusError(f"{self.url}{path}: {error}") from error
+        self.bytes_read += len(response.content)
         try:
             body = json.loads(response.content)
             if not isinstance(body, dict):
@@ -133,9 +146,9 @@ def target_names(points: Iterable[Point]) -> dict[tuple[str, str], str]:
 
 def names_of(pairs: set[tuple[str, str]]) -> dict[tuple[str, str], str]:
     """A target name per (job, instance): the instance, or job/instance if reused."""
-    instances = [instance for _, instance in pairs]
+    instances = Counter(instance for _, instance in pairs)
     return {
-        (job, instance): instance if instances.count(instance) == 1 else f"{job}/{instance}"
+        (job, instance): instance if instances[instance] == 1 else f"{job}/{instance}"
         for job, instance in pairs
     }
 
@@ -146,10 +159,13 @@ def scrapes_from(
     """One scrape per named target: its samples, or unreachable when Prometheus says up == 0."""
     samples: dict[str, list[Sample]] = {name: [] for name in names.values()}
     down: dict[str, bool] = {}
+    by_instance = {instance: name for (_, instance), name in names.items()}
     for point in points:
-        key = (point.labels.get("job", ""), point.labels.get("instance", ""))
-        name = names.get(key)
+        instance = point.labels.get("instance", "")
+        name = names.get((point.labels.get("job", ""), instance))
         metric = point.labels.get("__name__", "")
+        if name is None and metric == ALERTS:
+            name = by_instance.get(instance)  # an alert keeps the labels its rule kept
         if name is None or math.isnan(point.value):
             continue
         if metric == UP:
@@ -178,9 +194,11 @@ def _scrape(name: str, samples: list[Sample], down: bool, types: dict[str, str])
 class PrometheusFeed:
     """Live frames from Prometheus: one instant query per tick covers every vLLM server."""
 
-    def __init__(self, client: PrometheusClient, interval: float) -> None:
+    def __init__(self, client: PrometheusClient, interval: float, alerts: bool = False) -> None:
         self.client = client
         self.interval = interval
+        self.alerts = alerts
+        """Read the firing alerts and the headline series, not every raw series."""
         self.paused = False
         self.names: dict[tuple[str, str], str] = {}
         self.types: dict[str, str] = {}
@@ -190,7 +208,7 @@ class PrometheusFeed:
     async def frames(self, now: float) -> list[Frame]:
         """The servers' latest values as one frame (an event when Prometheus fails)."""
         try:
-            points = await self.client.query(VLLM_SELECTOR, now)
+            points = await self.client.query(ALERTS_QUERY if self.alerts else VLLM_SELECTOR, now)
             await self._refresh_catalogue(now)
         except PrometheusError as error:
             return [

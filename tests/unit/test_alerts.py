@@ -1,0 +1,52 @@
+"""Findings from Prometheus's ALERTS (`vtop --prometheus URL --alerts`), no server needed."""
+
+from __future__ import annotations
+
+from vtop.core.frame import Frame
+from vtop.core.ingest.sources.prometheus import Point, names_of, scrapes_from
+from vtop.core.rules.loader import load_rules
+from vtop.core.session.diagnose import DiagnoseOptions
+from vtop.core.session.session import Session
+
+STORMY, QUIET = "10.0.0.1:8000", "10.0.0.2:8000"
+
+
+def points(at: float, firing: dict[str, list[tuple[str, str]]]) -> list[Point]:
+    """Headline gauges of two servers and the alerts firing on each (name, rule id); alerts
+    carry no `job` (an exported rule keeps only the labels it aggregates by)."""
+    found = []
+    for instance in (STORMY, QUIET):
+        base = {"job": "vllm", "instance": instance}
+        found.append(Point({"__name__": "vllm:num_requests_running", **base}, at, 4.0))
+        found.append(Point({"__name__": "up", **base}, at, 1.0))
+        for alertname, rule_id in firing.get(instance, []):
+            labels = {"alertname": alertname, "alertstate": "firing", "rule_id": rule_id}
+            found.append(Point({"__name__": "ALERTS", "instance": instance, **labels}, at, 1.0))
+    return found
+
+
+def alerts_session(ticks: list[dict[str, list[tuple[str, str]]]]) -> Session:
+    """A session in alerts mode fed one frame per tick."""
+    session = Session(load_rules(), DiagnoseOptions(), alerts=True)
+    names = names_of({("vllm", STORMY), ("vllm", QUIET)})
+    for at, firing in enumerate(ticks):
+        session.ingest(Frame(float(at), scrapes_from(points(at, firing), names, {})))
+    return session
+
+
+def test_firing_alerts_are_the_findings_triaged_queue_first() -> None:
+    firing = {STORMY: [("VllmPreemptionStorm", "M1"), ("VllmQueueAtSequenceCap", "Q2")]}
+    session = alerts_session([firing, firing])
+    triage = session.target(STORMY).triage
+    assert triage is not None and [f.rule.id for f in triage.findings] == ["Q2", "M1"]
+    assert "Prometheus fires VllmQueueAtSequenceCap" in triage.findings[0].diagnosis
+    quiet = session.target(QUIET).triage
+    assert quiet is not None and quiet.findings == () and quiet.unchecked == ()
+
+
+def test_an_alert_that_stops_firing_clears_and_unknown_rules_are_ignored() -> None:
+    firing = {STORMY: [("VllmPreemptionStorm", "M1"), ("SomeoneElsesAlert", "X9")]}
+    session = alerts_session([firing, {}])
+    triage = session.target(STORMY).triage
+    assert triage is not None and triage.findings == ()
+    assert any("M1 cleared" in mark.text for mark in session.marks)
