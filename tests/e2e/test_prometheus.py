@@ -31,6 +31,7 @@ from vtop.core.ingest.sources.prometheus import (
     history_frames,
 )
 from vtop.core.ingest.sources.vllm_http import ScrapeOptions
+from vtop.core.rules.engine import Triage
 from vtop.core.rules.export import alert_name
 from vtop.core.rules.loader import load_rules
 from vtop.core.session.diagnose import DiagnoseOptions, diagnose_fleet, diagnose_prometheus
@@ -104,16 +105,27 @@ async def ticks(url: str, alerts: bool, count: int = 3) -> tuple[Session, int]:
     return session, client.bytes_read
 
 
-def assert_alerts_mode_shows_what_prometheus_fires(url: str, names: list[str]) -> None:
+def assert_alerts_mode_shows_what_prometheus_fires(
+    url: str, names: list[str], raw: dict[str, Triage | None]
+) -> None:
     """`vtop --prometheus URL --alerts`: the findings are the alerts Prometheus fires for the
-    exported rules, read at a fraction of the bytes of every raw series."""
+    exported rules (the same primary as vtop's own triage of the raw series), read at a
+    fraction of the bytes of every raw series."""
     session, alerts_bytes = asyncio.run(ticks(url, alerts=True))
     _, raw_bytes = asyncio.run(ticks(url, alerts=False))
     triages = {name: session.target(name).triage for name in names}
-    stormy = triages[names[0]]
+    stormy, idle, frozen = (triages[name] for name in names)
     assert stormy is not None and stormy.primary is not None, triages
     assert stormy.primary.rule.id == "M1" and "VllmPreemptionStorm" in stormy.primary.diagnosis
-    assert all(t is None or not t.findings for t in (triages[names[1]], triages[names[2]]))
+    assert idle is None or not idle.findings, idle
+    # the canned payload never changes: requests "running" with no token is a stalled engine
+    frozen_raw = raw[names[2]]
+    assert frozen is not None and frozen.primary is not None, triages
+    assert frozen_raw is not None and frozen_raw.primary is not None
+    assert frozen.primary.rule.id == frozen_raw.primary.rule.id == "S1"
+    assert session.fleet.triage is not None
+    imbalance = [dict(f.labels)["instance"] for f in session.fleet.triage.findings]
+    assert imbalance == [names[0]]  # B1, a fleet rule, about the stormy server
     summary = session.target(names[2]).summary
     assert summary is not None and summary.running is not None  # headline figures still read
     assert alerts_bytes < raw_bytes / 3, (alerts_bytes, raw_bytes)
@@ -173,7 +185,8 @@ def test_prometheus_gives_the_fleet_what_direct_scrapes_give(
         assert stormy.primary.rule.id == "M1"
         alert = alert_name(stormy.primary.rule)
         assert alerts_fired(url, alert, 60) == [names[0]]  # Prometheus agrees
-        assert_alerts_mode_shows_what_prometheus_fires(url, names)
+        raw = {target: diagnosis.triage for target, diagnosis in by_target.items()}
+        assert_alerts_mode_shows_what_prometheus_fires(url, names, raw)
         assert by_target[names[1]].triage is None  # idle: no traffic, nothing to diagnose
         assert fleet.fleet is not None
         imbalance = [f for f in fleet.fleet.findings if f.rule.id == "B1"]

@@ -50,3 +50,13 @@ def test_an_alert_that_stops_firing_clears_and_unknown_rules_are_ignored() -> No
     triage = session.target(STORMY).triage
     assert triage is not None and triage.findings == ()
     assert any("M1 cleared" in mark.text for mark in session.marks)
+
+
+def test_a_fleet_rule_alert_is_a_fleet_finding_about_its_instance() -> None:
+    firing = {STORMY: [("VllmUnevenLoadAcrossReplicas", "B1"), ("VllmPreemptionStorm", "M1")]}
+    session = alerts_session([firing])
+    triage = session.target(STORMY).triage
+    assert triage is not None and [f.rule.id for f in triage.findings] == ["M1"]
+    assert session.fleet.triage is not None
+    [imbalance] = session.fleet.triage.findings
+    assert imbalance.rule.id == "B1" and dict(imbalance.labels)["instance"] == STORMY

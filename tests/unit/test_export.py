@@ -5,9 +5,11 @@ from __future__ import annotations
 import pytest
 
 from vtop.core.config.server_config import NUMERIC
-from vtop.core.rules.export import ExportOptions, export_rules
+from vtop.core.rules.export import ExportOptions, export_rules, per_instance
 from vtop.core.rules.export_tests import go_value
 from vtop.core.rules.loader import load_rules
+from vtop.core.rules.promql.parser import parse
+from vtop.core.rules.promql.printer import to_text
 
 
 def exported(**settings: float) -> list[dict[str, object]]:
@@ -63,3 +65,24 @@ def test_a_rule_moot_when_others_fire_exports_only_with_them() -> None:
 )
 def test_values_render_as_go_prints_them(value: float, text: str) -> None:
     assert go_value(value) == text
+
+
+def test_a_per_server_rule_aggregates_and_matches_per_instance_in_prometheus() -> None:
+    written = parse(
+        "sum(rate(a[1m])) > 0 and on () (min by (engine) (b) < 1)"
+        " and on (engine) sum without (reason) (c) and ignoring (x) d"
+    )
+    assert to_text(per_instance(written)) == to_text(
+        parse(
+            "sum by (instance) (rate(a[1m])) > 0 and on (instance)"
+            " (min by (engine, instance) (b) < 1)"
+            " and on (engine, instance) sum without (reason) (c) and ignoring (x) d"
+        )
+    )
+
+
+def test_only_fleet_rules_compare_servers_in_the_export() -> None:
+    alerts = {str(rule.get("alert")): str(rule["expr"]) for rule in exported() if "alert" in rule}
+    uneven_engines = alerts["VllmDataParallelEnginesUnevenlyLoaded"]  # per server
+    assert "min by (instance)" in uneven_engines and "count by (instance)" in uneven_engines
+    assert "min by (model_name) (" in alerts["VllmUnevenLoadAcrossReplicas"]  # across servers

@@ -8,24 +8,40 @@ and shows them as findings of the same rules, triaged in the same order.
 from __future__ import annotations
 
 from vtop.core.catalog import ALERTS
+from vtop.core.frame import Labels, Series
 from vtop.core.rules.engine import Finding, Triage, triage
 from vtop.core.rules.rule import Rule
 from vtop.core.store.store import Store
 
-ALERT_LABELS = frozenset({"alertname", "alertstate", "rule_id", "severity", "phase", "instance"})
+ALERT_LABELS = frozenset({"alertname", "alertstate", "rule_id", "severity", "phase"})
 """Labels Prometheus or the export adds; the rest (e.g. `engine`) are the finding's own."""
+FIRING = {"alertstate": "firing"}
 
 
 def alert_triage(store: Store, target: str, now: float, rules: list[Rule]) -> Triage:
-    """The target's firing vtop alerts at `now` as findings of their rules, triaged."""
+    """The target's firing alerts of per-server rules at `now`, as their findings, triaged."""
+    local = [rule for rule in rules if rule.scope == "target"]
+    series = store.select(ALERTS, {"instance": target, **FIRING})
+    return _triaged(store, series, now, local, drop=ALERT_LABELS | {"instance"})
+
+
+def fleet_alert_triage(store: Store, now: float, rules: list[Rule]) -> Triage:
+    """The firing alerts of fleet-scope rules (e.g. B1), each about the instance it names."""
+    fleet = [rule for rule in rules if rule.scope == "fleet"]
+    return _triaged(store, store.select(ALERTS, FIRING), now, fleet, drop=ALERT_LABELS)
+
+
+def _triaged(
+    store: Store, series: list[Series], now: float, rules: list[Rule], drop: frozenset[str]
+) -> Triage:
+    """Findings of the alerts that are current and name one of `rules`."""
     by_id = {rule.id: rule for rule in rules}
     findings: list[Finding] = []
-    for series in store.select(ALERTS, {"instance": target, "alertstate": "firing"}):
-        rule = by_id.get(series.label("rule_id") or "")
-        if rule is None or not store.latest(series, now):
+    for alert in series:
+        rule = by_id.get(alert.label("rule_id") or "")
+        if rule is None or not store.latest(alert, now):
             continue
-        labels = tuple((k, v) for k, v in series.labels if k not in ALERT_LABELS)
-        alertname = series.label("alertname")
-        text = f"Prometheus fires {alertname}: {rule.title} (its evidence is in Prometheus)"
+        labels: Labels = tuple((k, v) for k, v in alert.labels if k not in drop)
+        text = f"Prometheus fires {alert.label('alertname')}: {rule.title} (the evidence is there)"
         findings.append(Finding(rule, labels, now, {}, text, ()))
     return Triage(tuple(triage(findings)), ())

@@ -11,7 +11,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from vtop.core.rules.promql.ast import Binary, Expr, Number, Selector, map_selectors
+from vtop.core.rules.promql.ast import (
+    Aggregate,
+    Binary,
+    Call,
+    Expr,
+    Negate,
+    Number,
+    Selector,
+    map_selectors,
+)
 from vtop.core.rules.promql.parser import parse
 from vtop.core.rules.promql.printer import for_prometheus, is_local, to_text
 from vtop.core.rules.records import Record, closure
@@ -55,13 +64,35 @@ def _adapted(expr: Expr, options: ExportOptions) -> Expr:
     return map_selectors(expr, replace)
 
 
+def per_instance(expr: Expr) -> Expr:
+    """A per-server expression as Prometheus must read it over a fleet: vtop evaluates a
+    target's rules on that server's series alone, Prometheus on every server's at once, so
+    each aggregation keeps `instance` and each `on (...)` matches on it too."""
+    if isinstance(expr, Aggregate):
+        inner = per_instance(expr.expr)
+        if expr.without or INSTANCE in expr.labels:
+            return dataclasses.replace(expr, expr=inner)
+        return dataclasses.replace(expr, expr=inner, labels=(*expr.labels, INSTANCE))
+    if isinstance(expr, Binary):
+        left, right = per_instance(expr.left), per_instance(expr.right)
+        on = expr.on
+        if on is not None and INSTANCE not in on:
+            on = (*on, INSTANCE)
+        return dataclasses.replace(expr, left=left, right=right, on=on)
+    if isinstance(expr, Call):
+        return dataclasses.replace(expr, args=tuple(map(per_instance, expr.args)))
+    if isinstance(expr, Negate):
+        return dataclasses.replace(expr, expr=per_instance(expr.expr))
+    return expr
+
+
 def _records(rules: list[Rule], options: ExportOptions) -> dict[str, Expr]:
-    """Every record the rules name, adapted, in definition order."""
+    """Every record the rules name, adapted and per server, in definition order."""
     found: dict[str, Record] = {}
     for rule in rules:
         for record in rule.records:
             found.setdefault(record.name, record)
-    return {name: _adapted(record.expr, options) for name, record in found.items()}
+    return {name: per_instance(_adapted(record.expr, options)) for name, record in found.items()}
 
 
 def _local_records(records: dict[str, Expr]) -> frozenset[str]:
@@ -125,7 +156,10 @@ def _conditions(
     cause is another finding."""
     conditions = {}
     for rule in rules:
-        exportable = for_prometheus(_adapted(rule.written_expr or rule.expr, options), local)
+        written = _adapted(rule.written_expr or rule.expr, options)
+        if rule.scope == "target":
+            written = per_instance(written)
+        exportable = for_prometheus(written, local)
         if exportable is not None:
             conditions[rule.id] = exportable
     return {

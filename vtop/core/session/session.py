@@ -24,7 +24,7 @@ from vtop.core.frame import (
 )
 from vtop.core.ingest.exposition_writer import exposition_text
 from vtop.core.ingest.quality import Defect, QualityChecker
-from vtop.core.rules.alerts import alert_triage
+from vtop.core.rules.alerts import alert_triage, fleet_alert_triage
 from vtop.core.rules.engine import Engine, Finding, Triage
 from vtop.core.rules.rule import Rule
 from vtop.core.session.summary import TargetSummary, merged_latency, quick_summary, summarize
@@ -150,8 +150,12 @@ class Session:
         judged = self._judged_now(frame.scrapes)
         for scrape in frame.scrapes:
             self._ingest_scrape(scrape, frame, scrape.target in restarted, scrape.target in judged)
-        if len(self.targets) > 1 and not self.alerts and self._fleet_due(frame.timestamp):
-            triage = self.engine.evaluate_fleet(self.store, frame.timestamp)
+        if len(self.targets) > 1 and self._fleet_due(frame.timestamp):
+            triage = (
+                fleet_alert_triage(self.store, frame.timestamp, self.engine.rules)
+                if self.alerts
+                else self.engine.evaluate_fleet(self.store, frame.timestamp)
+            )
             self._mark_findings(self.fleet, triage, frame.timestamp)
             self.fleet.triage, self.fleet.last_timestamp = triage, frame.timestamp
             latency = merged_latency(self.store, frame.timestamp, self.options.window_s)
