@@ -50,6 +50,16 @@ def config_text(targets: list[str], rule_file: Path | None = None) -> str:
 def prometheus(targets: list[str], workdir: Path, rule_file: Path | None = None) -> Iterator[str]:
     """Run Prometheus on a free loopback port scraping `targets` (and evaluating the rules in
     `rule_file`); yield its URL; always stop it."""
+    with prometheus_process(targets, workdir, rule_file) as (url, _):
+        yield url
+
+
+@contextmanager
+def prometheus_process(
+    targets: list[str], workdir: Path, rule_file: Path | None = None
+) -> Iterator[tuple[str, int]]:
+    """As `prometheus`, yielding its URL and pid (its TSDB is `workdir/data`, which may hold
+    backfilled blocks already)."""
     workdir.mkdir(parents=True, exist_ok=True)
     config = workdir / "prometheus.yml"
     config.write_text(config_text(targets, rule_file))
@@ -66,7 +76,7 @@ def prometheus(targets: list[str], workdir: Path, rule_file: Path | None = None)
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_ready(url, process, workdir / "prometheus.log")
-        yield url
+        yield url, process.pid
     finally:
         _stop(process)
 

@@ -25,9 +25,11 @@ def points(at: float, firing: dict[str, list[tuple[str, str]]]) -> list[Point]:
     return found
 
 
-def alerts_session(ticks: list[dict[str, list[tuple[str, str]]]]) -> Session:
+def alerts_session(
+    ticks: list[dict[str, list[tuple[str, str]]]], rule_budget: int | None = None
+) -> Session:
     """A session in alerts mode fed one frame per tick."""
-    session = Session(load_rules(), DiagnoseOptions(), alerts=True)
+    session = Session(load_rules(), DiagnoseOptions(), rule_budget=rule_budget, alerts=True)
     names = names_of({("vllm", STORMY), ("vllm", QUIET)})
     for at, firing in enumerate(ticks):
         session.ingest(Frame(float(at), scrapes_from(points(at, firing), names, {})))
@@ -60,3 +62,11 @@ def test_a_fleet_rule_alert_is_a_fleet_finding_about_its_instance() -> None:
     assert session.fleet.triage is not None
     [imbalance] = session.fleet.triage.findings
     assert imbalance.rule.id == "B1" and dict(imbalance.labels)["instance"] == STORMY
+
+
+def test_every_server_is_judged_every_frame_whatever_the_rule_budget() -> None:
+    firing = {server: [("VllmPreemptionStorm", "M1")] for server in (STORMY, QUIET)}
+    session = alerts_session([firing], rule_budget=1)
+    for server in (STORMY, QUIET):
+        triage = session.target(server).triage
+        assert triage is not None and triage.primary is not None, server

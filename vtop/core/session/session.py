@@ -187,7 +187,7 @@ class Session:
     def _judged_now(self, scrapes: tuple[TargetScrape, ...]) -> set[str]:
         """Targets whose rules run this frame: all, or the budget's share in turn (plus focus)."""
         names = [scrape.target for scrape in scrapes if scrape.ok]
-        if self.rule_budget is None:
+        if self.rule_budget is None or self.alerts:  # reading alerts costs next to nothing
             return set(names)
         budget = min(self.rule_budget, math.ceil(len(names) / JUDGED_EVERY_FRAMES))
         start = self._rotation % max(len(names), 1)
