@@ -27,44 +27,21 @@ from tests.support.incidents import (
     Incident,
     LoadProcess,
     both_modes,
+    calibrated,
     provoke,
     watch,
+    window_figures,
 )
 from tests.support.vllm_harness.server import CACHE, ServerPool, VllmServer
-from vtop.core.config.effective_config import DiagnoseOptions
 from vtop.core.frame import Frame
 from vtop.core.rules.engine import ProposedChange
 from vtop.core.rules.loader import load_rules
-from vtop.core.session.diagnose import judged_window
-from vtop.core.whatif.calibrate import CannotModelError, measure, measured_figures
-from vtop.core.whatif.predict import FLAGS, Calibration, calibrate, predict
+from vtop.core.whatif.calibrate import CannotModelError
+from vtop.core.whatif.predict import FLAGS, predict
 
 FIGURES = ("generation_tokens_per_s", "ttft_p50_s", "preemptions_per_s", "waiting", "running")
 SPEC_FLAGS = ("--max-num-seqs", "--max-num-batched-tokens", "--num-gpu-blocks-override")
 """The flags a test server's spec can change."""
-
-
-def told(server: VllmServer) -> DiagnoseOptions:
-    """Diagnose options with the server's flags and log (as an operator who has them)."""
-    return DiagnoseOptions(
-        WINDOW_S, vllm_args=" ".join(server.argv()), vllm_log=server.log_text(), read_gpus=False
-    )
-
-
-def calibrated(server: VllmServer, frames: list[Frame]) -> Calibration:
-    """The model calibrated on a recorded window."""
-    session = judged_window(frames, load_rules(), told(server))
-    target = frames[-1].scrapes[0].target
-    now, window = frames[-1].timestamp, frames[-1].timestamp - frames[0].timestamp
-    return calibrate(session.store, target, now, window, session.target(target).config)
-
-
-def measured(server: VllmServer, frames: list[Frame]) -> dict[str, float | None]:
-    """The figures of a window as the model's calibration measures them."""
-    session = judged_window(frames, load_rules(), told(server))
-    target = frames[-1].scrapes[0].target
-    now, window = frames[-1].timestamp, frames[-1].timestamp - frames[0].timestamp
-    return measured_figures(measure(session.store, target, now, window))
 
 
 def proposal(server: VllmServer, frames: list[Frame]) -> ProposedChange | None:
@@ -139,7 +116,9 @@ async def main() -> None:
                 continue
             predicted = predict(model, {change.flag: float(change.proposed or 0)})
             changed = after_change(pool, incident, change)
-            after = measured(changed, await same_load(changed, incident, recorded.load.clients))
+            after = window_figures(
+                changed, await same_load(changed, incident, recorded.load.clients)
+            )
             name = f"{incident.name}: `{change.as_flag()}`"
             parts = {"before": model.measured, "predicted": predicted, "measured": after}
             prediction_rows.append(row(name, parts))

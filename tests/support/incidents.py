@@ -25,12 +25,17 @@ from dataclasses import dataclass, field
 from tests.support.scenarios import LIGHT, SEQ_LIMITED, SMALL_BUDGET, STORM
 from tests.support.vllm_harness.server import ROOT, ServerSpec, VllmServer
 from vtop.core.config.inference import EngineWindow, engine_windows
+from vtop.core.config.server_config import ServerConfig
 from vtop.core.frame import Frame
 from vtop.core.ingest.poller import poll
 from vtop.core.ingest.sources.vllm_http import ScrapeOptions, VllmHttpSource
+from vtop.core.rules.loader import load_rules
 from vtop.core.rules.rule import Rule
-from vtop.core.session.diagnose import DiagnoseOptions, Diagnosis, diagnose_frames
+from vtop.core.session.diagnose import DiagnoseOptions, Diagnosis, diagnose_frames, judged_window
 from vtop.core.store.store import Store
+from vtop.core.whatif.calibrate import measure as model_measure
+from vtop.core.whatif.calibrate import measured_figures
+from vtop.core.whatif.predict import Calibration, calibrate
 
 WINDOW_S = 15.0
 """The diagnosis window (vtop diagnose's default)."""
@@ -191,13 +196,38 @@ def both_modes(server: VllmServer, frames: list[Frame], rules: list[Rule]) -> di
     """The same window diagnosed with the URL alone and with the flags and the startup log."""
     target = frames[-1].scrapes[0].target
     url_only = DiagnoseOptions(WINDOW_S, read_gpus=False)
-    told = DiagnoseOptions(
-        WINDOW_S, vllm_args=" ".join(server.argv()), vllm_log=server.log_text(), read_gpus=False
-    )
     return {
         "url only": diagnose_frames(target, frames, rules, url_only),
-        "with log": diagnose_frames(target, frames, rules, told),
+        "with log": diagnose_frames(target, frames, rules, told(server)),
     }
+
+
+def told(server: VllmServer) -> DiagnoseOptions:
+    """Diagnose options with the server's flags and log (as an operator who has them)."""
+    return DiagnoseOptions(
+        WINDOW_S, vllm_args=" ".join(server.argv()), vllm_log=server.log_text(), read_gpus=False
+    )
+
+
+def _judged(
+    server: VllmServer, frames: list[Frame]
+) -> tuple[Store, str, float, float, ServerConfig]:
+    """A window judged with the server's flags and log: store, target, end, length, config."""
+    session = judged_window(frames, load_rules(), told(server))
+    target = frames[-1].scrapes[0].target
+    now, window = frames[-1].timestamp, frames[-1].timestamp - frames[0].timestamp
+    return session.store, target, now, window, session.target(target).config
+
+
+def calibrated(server: VllmServer, frames: list[Frame]) -> Calibration:
+    """The scheduler model calibrated on a recorded window (CannotModelError when it cannot)."""
+    return calibrate(*_judged(server, frames))
+
+
+def window_figures(server: VllmServer, frames: list[Frame]) -> dict[str, float | None]:
+    """A window's figures as the model's calibration measures them."""
+    store, target, now, window, _ = _judged(server, frames)
+    return measured_figures(model_measure(store, target, now, window))
 
 
 def queue(window: EngineWindow) -> str | None:
