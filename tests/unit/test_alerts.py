@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from vtop.core.frame import Frame
-from vtop.core.ingest.sources.prometheus import Point, names_of, scrapes_from
+from vtop.core.ingest.feed_status import Mode
+from vtop.core.ingest.sources.prometheus import (
+    Point,
+    PrometheusClient,
+    PrometheusFeed,
+    names_of,
+    scrapes_from,
+)
+from vtop.core.ingest.sources.vllm_http import ScrapeOptions
 from vtop.core.rules.loader import load_rules
 from vtop.core.session.diagnose import DiagnoseOptions
 from vtop.core.session.session import Session
+from vtop.ui.state import _mode as header_mode
 
 STORMY, QUIET = "10.0.0.1:8000", "10.0.0.2:8000"
 
@@ -70,3 +81,14 @@ def test_every_server_is_judged_every_frame_whatever_the_rule_budget() -> None:
     for server in (STORMY, QUIET):
         triage = session.target(server).triage
         assert triage is not None and triage.primary is not None, server
+
+
+async def test_the_header_says_the_findings_are_the_alerts_prometheus_fires() -> None:
+    feed = PrometheusFeed(PrometheusClient("http://127.0.0.1:9", ScrapeOptions()), 1.0, True)
+    try:
+        status = feed.status(0.0)
+    finally:
+        await feed.close()
+    assert status.mode is Mode.PROMETHEUS_ALERTS
+    assert "ALERTS" in header_mode(status, 0.0)
+    assert "ALERTS" not in header_mode(dataclasses.replace(status, mode=Mode.PROMETHEUS), 0.0)

@@ -86,6 +86,8 @@ def _mode(status: FeedStatus, now: float) -> tuple[str, ...]:
         parts += [clock_time(now), speed]
     else:
         parts.append(f"every {status.interval_s:g}s")
+    if status.mode is Mode.PROMETHEUS_ALERTS:
+        parts.append("ALERTS")  # the findings are what Prometheus fires
     if status.paused:
         parts.append("PAUSED")
     if status.finished:

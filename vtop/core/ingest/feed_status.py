@@ -18,6 +18,8 @@ class Mode(enum.Enum):
     LIVE = "live"
     REPLAY = "replay"
     PROMETHEUS = "prometheus"
+    PROMETHEUS_ALERTS = "prometheus alerts"
+    """Prometheus's firing alerts and headline series (`--alerts`)."""
 
 
 class Control(enum.Enum):

@@ -231,7 +231,8 @@ class PrometheusFeed:
 
     def status(self, now: float) -> FeedStatus:
         """Prometheus, polled at its interval."""
-        return FeedStatus(Mode.PROMETHEUS, self.interval, self.paused)
+        mode = Mode.PROMETHEUS_ALERTS if self.alerts else Mode.PROMETHEUS
+        return FeedStatus(mode, self.interval, self.paused)
 
     def control(self, action: Control, amount: float = 0.0) -> Moved:
         """Pause the display; poll faster or slower."""
