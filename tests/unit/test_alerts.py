@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
+from vtop.cli import main
 from vtop.core.frame import Frame
 from vtop.core.ingest.feed_status import Mode
 from vtop.core.ingest.sources.prometheus import (
@@ -92,3 +95,8 @@ async def test_the_header_says_the_findings_are_the_alerts_prometheus_fires() ->
     assert status.mode is Mode.PROMETHEUS_ALERTS
     assert "ALERTS" in header_mode(status, 0.0)
     assert "ALERTS" not in header_mode(dataclasses.replace(status, mode=Mode.PROMETHEUS), 0.0)
+
+
+def test_alerts_without_prometheus_is_an_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--alerts", "--plain", "--once"]) == 2
+    assert "--alerts reads a Prometheus server's alerts" in capsys.readouterr().err
