@@ -26,17 +26,20 @@ from tests.support.incidents import (
     Load,
     LoadProcess,
     both_modes,
+    calibrated,
     figures,
     measure,
     provoke,
     watch,
 )
 from tests.support.scenarios import LIGHT
-from tests.support.vllm_harness.server import ServerPool
+from tests.support.vllm_harness.server import ServerPool, VllmServer
+from vtop.core.frame import Frame
 from vtop.core.ingest.sources.vllm_http import ScrapeOptions
 from vtop.core.rules.engine import Finding
 from vtop.core.rules.loader import load_rules
 from vtop.core.session.diagnose import DiagnoseOptions, Diagnosis, diagnose_url
+from vtop.core.whatif.calibrate import NEAR_ZERO_PREEMPTIONS, TOLERANCE
 from vtop.text.report import json_report, text_report
 
 pytestmark = pytest.mark.vllm
@@ -63,6 +66,19 @@ def proposed(finding: Finding, flag: str) -> float | str | None:
     return next(c.proposed for c in finding.changes if c.flag == flag)
 
 
+def assert_the_model_replays(server: VllmServer, frames: list[Frame], *figures: str) -> None:
+    """The scheduler model calibrated on the window reproduces these measured figures within
+    its own tolerance (preemptions: both near zero, or within 30%)."""
+    model = calibrated(server, frames)
+    for name in figures:
+        real, replay = model.measured[name], model.replay[name]
+        seen = (name, model.measured, model.replay)
+        assert real is not None and replay is not None, seen
+        if name == "preemptions_per_s" and max(real, replay) < NEAR_ZERO_PREEMPTIONS:
+            continue
+        assert abs(replay - real) <= TOLERANCE[name] * real, seen
+
+
 def stable(values: Sequence[float | str | None]) -> bool:
     """The same proposal, or numbers within one step of each other."""
     numbers = [v for v in values if isinstance(v, float)]
@@ -86,6 +102,7 @@ async def test_token_budget_found_with_the_url_alone_and_with_the_log(
                 inferred = json_report(diagnosis)["primary"]["inferred"]
                 assert "max_num_batched_tokens" in inferred, seen
                 assert "inferred: steps carried" in text_report(diagnosis)
+        assert_the_model_replays(server, frames, "generation_tokens_per_s", "preemptions_per_s")
     assert stable(values), values
 
 
@@ -114,6 +131,7 @@ async def test_sequence_cap_found_with_the_url_alone_and_with_the_log(
             values.append(value)
             if mode == "url only":
                 assert "max_num_seqs = 2 is inferred: running held at 2" in text_report(diagnosis)
+        assert_the_model_replays(server, frames, "generation_tokens_per_s", "preemptions_per_s")
     assert stable(values), values
 
 
@@ -123,6 +141,8 @@ async def test_healthy_light_load_has_no_warning(vllm_pool: ServerPool) -> None:
     for mode, diagnosis in both_modes(server, recorded.windows[0], load_rules()).items():
         assert diagnosis.verdict == "ok", (mode, text_report(diagnosis))
         assert diagnosis.exit_code == 0
+    figures = ("generation_tokens_per_s", "preemptions_per_s")
+    assert_the_model_replays(server, recorded.windows[0], *figures)
 
 
 async def test_a_stopped_engine_is_critical_and_clears_when_it_resumes(
@@ -209,4 +229,6 @@ async def test_preemption_storm_found_with_the_url_alone_and_with_the_log(
                 assert blocks == math.ceil(16 * per_request / 0.9) + 1, seen
                 assert "--gpu-memory-utilization" not in {c.flag for c in first.changes}
             assert "ST3" not in found(diagnosis)  # 300 of 512 tokens is max_tokens
+        # a storm's TTFT is bimodal (the median flips between the admitted and the queued)
+        assert_the_model_replays(server, frames, "generation_tokens_per_s", "preemptions_per_s")
     assert stable(values), values
