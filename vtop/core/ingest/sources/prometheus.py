@@ -153,10 +153,20 @@ def names_of(pairs: set[tuple[str, str]]) -> dict[tuple[str, str], str]:
     }
 
 
+SeriesCache = dict[tuple[tuple[str, str], ...], Series]
+"""A series per label set as Prometheus answered it: the same object every tick, so the store
+recognises it at once (a fleet's tick is hundreds of thousands of points)."""
+SERIES_CACHED = 1_000_000
+
+
 def scrapes_from(
-    points: Iterable[Point], names: dict[tuple[str, str], str], types: dict[str, str]
+    points: Iterable[Point],
+    names: dict[tuple[str, str], str],
+    types: dict[str, str],
+    cache: SeriesCache | None = None,
 ) -> tuple[TargetScrape, ...]:
     """One scrape per named target: its samples, or unreachable when Prometheus says up == 0."""
+    cache = {} if cache is None else cache
     samples: dict[str, list[Sample]] = {name: [] for name in names.values()}
     down: dict[str, bool] = {}
     by_instance = {instance: name for (_, instance), name in names.items()}
@@ -171,7 +181,11 @@ def scrapes_from(
         if metric == UP:
             down[name] = point.value == 0
             continue
-        samples[name].append(Sample(Series(metric, _own_labels(point.labels)), point.value))
+        key = tuple(point.labels.items())
+        series = cache.get(key)
+        if series is None:
+            series = cache[key] = Series(metric, _own_labels(point.labels))
+        samples[name].append(Sample(series, point.value))
     return tuple(_scrape(name, samples[name], down.get(name, False), types) for name in samples)
 
 
@@ -199,6 +213,7 @@ class PrometheusFeed:
         self.interval = interval
         self.alerts = alerts
         """Read the firing alerts and the headline series, not every raw series."""
+        self._series: SeriesCache = {}
         self.paused = False
         self.names: dict[tuple[str, str], str] = {}
         self.types: dict[str, str] = {}
@@ -219,7 +234,9 @@ class PrometheusFeed:
             ]
         self._known |= set(target_names(points))
         self.names = names_of(self._known)
-        return [Frame(now, scrapes_from(points, self.names, self.types))]
+        if len(self._series) > SERIES_CACHED:
+            self._series = {}
+        return [Frame(now, scrapes_from(points, self.names, self.types, self._series))]
 
     async def _refresh_catalogue(self, now: float) -> None:
         """Metric metadata and the servers of the last hour, asked again every few minutes."""
@@ -265,4 +282,5 @@ async def history_frames(
     by_time: dict[float, list[Point]] = {}
     for point in points:
         by_time.setdefault(point.timestamp, []).append(point)
-    return [Frame(at, scrapes_from(by_time[at], names, types)) for at in sorted(by_time)]
+    cache: SeriesCache = {}
+    return [Frame(at, scrapes_from(by_time[at], names, types, cache)) for at in sorted(by_time)]
