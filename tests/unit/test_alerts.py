@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pytest
 
@@ -10,6 +11,7 @@ from vtop.cli import main
 from vtop.core.frame import Frame
 from vtop.core.ingest.feed_status import Mode
 from vtop.core.ingest.sources.prometheus import (
+    HEADLINE_SELECTOR,
     Point,
     PrometheusClient,
     PrometheusFeed,
@@ -100,3 +102,13 @@ async def test_the_header_says_the_findings_are_the_alerts_prometheus_fires() ->
 def test_alerts_without_prometheus_is_an_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--alerts", "--plain", "--once"]) == 2
     assert "--alerts reads a Prometheus server's alerts" in capsys.readouterr().err
+
+
+def test_the_headline_selector_reads_vllm_and_ray_serve_names_and_nothing_more() -> None:
+    names = re.search(r'__name__=~"([^"]+)"', HEADLINE_SELECTOR)
+    assert names is not None
+    wanted = ["vllm:num_requests_running", "ray_vllm:kv_cache_usage_perc", "up"]
+    wanted += ["ray_vllm_generation_tokens_total", "process_start_time_seconds"]
+    assert all(re.fullmatch(names.group(1), name) for name in wanted)
+    unwanted = ["vllm:time_to_first_token_seconds_bucket", "node_cpu_seconds_total"]
+    assert not any(re.fullmatch(names.group(1), name) for name in unwanted)

@@ -35,11 +35,12 @@ VLLM_SELECTOR = '{__name__=~"vllm:.+|ray_vllm[:_].+|process_start_time_seconds|u
 """Everything vtop reads: vLLM's series (Ray Serve's names too), the restart marker, and
 Prometheus' own `up`."""
 HEADLINE_SELECTOR = (
-    '{__name__=~"vllm:(num_requests_running|num_requests_waiting|kv_cache_usage_perc'
-    "|generation_tokens_total|prompt_tokens_total|num_preemptions_total)"
+    '{__name__=~"(vllm:|ray_vllm[:_])(num_requests_running|num_requests_waiting'
+    "|kv_cache_usage_perc|generation_tokens_total|prompt_tokens_total|num_preemptions_total)"
     '|process_start_time_seconds|up"}'
 )
-"""What `--alerts` reads of each server: the fleet table's figures, restarts and `up`..."""
+"""What `--alerts` reads of each server (Ray Serve's names too): the fleet table's figures,
+restarts and `up`..."""
 ALERTS_SELECTOR = 'ALERTS{alertname=~"Vllm.+", alertstate="firing"}'
 """...and the alerts Prometheus fires for the exported rules (the triage, done there)."""
 ALERTS_QUERY = f"{HEADLINE_SELECTOR} or {ALERTS_SELECTOR}"
