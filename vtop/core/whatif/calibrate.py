@@ -13,11 +13,11 @@ from vtop.core.store.store import Store
 from vtop.core.whatif.scheduler import EngineConfig, Outcome, StepCost, Workload
 
 SLICE_S = 5.0
+"""The step time is fitted over slices of this length (steps/s against tokens/step)."""
 SPREAD = 0.2
-"""Tokens per step must vary by this much across slices to identify a cost per token."""
+"""Tokens per step must vary by this much across slices to identify a cost per token..."""
 IDENTIFIED = 0.8
 """...and the line must cut the constant's error by a fifth."""
-"""The step time is fitted over slices of this length (steps/s against tokens/step)."""
 TOLERANCE = {"generation_tokens_per_s": 0.25, "ttft_p50_s": 0.25, "preemptions_per_s": 0.30}
 """How close the replay of the current config must come to the measurement to predict."""
 NEAR_ZERO_PREEMPTIONS = 0.05
