@@ -8,7 +8,7 @@ import pytest
 from tests.support.demo import APPLIED, FRAMES
 from vtop.core.config.effective_config import DiagnoseOptions
 from vtop.core.rules.loader import load_rules
-from vtop.core.session.diagnose import diagnose_frames, judged_window
+from vtop.core.session.diagnose import judged_diagnosis, judged_window
 from vtop.core.session.session import Session
 from vtop.core.whatif.calibrate import CannotModelError, measure
 from vtop.core.whatif.predict import whatif
@@ -109,8 +109,9 @@ def test_unknown_flags_and_windows_without_traffic_are_refused() -> None:
 def test_the_storm_s_alternatives_are_ranked_more_kv_before_fewer_sequences() -> None:
     frames = FRAMES[: APPLIED - 5]
     options = DiagnoseOptions(read_gpus=False)
-    diagnosis = diagnose_frames(frames[-1].scrapes[0].target, frames, load_rules(), options)
-    predictions = primary_predictions(frames, load_rules(), options, diagnosis)
+    target = frames[-1].scrapes[0].target
+    diagnosis, session = judged_diagnosis(target, frames, load_rules(), options)
+    predictions = primary_predictions(session, diagnosis)
     assert predictions is not None and predictions.reason is None
     assert predictions.figure == "preemptions_per_s"
     flags = [ranked.change.flag for ranked in predictions.ranked]

@@ -29,8 +29,8 @@ from vtop.core.rules.promql.parser import PromQLError, parse_duration
 from vtop.core.rules.rule import Rule
 from vtop.core.session.diagnose import (
     EXIT_UNKNOWN,
-    diagnose_frames,
     diagnose_prometheus,
+    judged_diagnosis,
     window_frames,
 )
 from vtop.core.strict_json import strict_json
@@ -101,10 +101,8 @@ def diagnose_main(argv: list[str]) -> int:
     frames = window_of(args, path, settings, options)
     targets = [scrape.target for frame in frames for scrape in frame.scrapes]
     target = args.target or (targets[0] if targets else "unknown")
-    diagnosis = diagnose_frames(target, frames, rules, options)
-    predictions = (
-        None if args.no_predict else primary_predictions(frames, rules, options, diagnosis)
-    )
+    diagnosis, session = judged_diagnosis(target, frames, rules, options)
+    predictions = None if args.no_predict else primary_predictions(session, diagnosis)
     if args.json:
         report = json_report(diagnosis)
         report["predictions"] = None if predictions is None else json_predictions(predictions)

@@ -19,7 +19,7 @@ from vtop.core.manage.process import ServerState, read_log
 from vtop.core.manage.verdict import Measurement, measure
 from vtop.core.rules.engine import Finding, ProposedChange
 from vtop.core.rules.rule import Rule
-from vtop.core.session.diagnose import DiagnoseOptions, Diagnosis, diagnose_frames, judged_window
+from vtop.core.session.diagnose import DiagnoseOptions, Diagnosis, judged_diagnosis
 from vtop.core.store.store import Store
 from vtop.core.whatif.predict import predict_change
 
@@ -82,7 +82,8 @@ async def tune(state: ServerState, options: TuneOptions) -> Applied | str:
     frames, report = await measure_window(state.url, options.load(state.url))
     log, _ = read_log(state)
     told = DiagnoseOptions(vllm_args=" ".join(state.argv), vllm_log=log)
-    chosen = pick(diagnose_frames(state.url, frames, options.rules, told), options.finding_id)
+    diagnosis, session = judged_diagnosis(state.url, frames, options.rules, told)
+    chosen = pick(diagnosis, options.finding_id)
     if chosen is None:
         return f"no finding {options.finding_id or ''} with a computable change".replace("  ", " ")
 
@@ -94,13 +95,11 @@ async def tune(state: ServerState, options: TuneOptions) -> Applied | str:
 
     finding, change = chosen
     before = measurement(frames, report)
-    session = judged_window(frames, options.rules, told)
     config = session.targets[state.url].config if state.url in session.targets else None
-    window = frames[-1].timestamp - frames[0].timestamp
     predicted = None
-    if config is not None:
-        now = frames[-1].timestamp
-        predicted = predict_change(session.store, state.url, now, window, config, change)
+    if config is not None and session.now is not None:
+        window = diagnosis.window_s
+        predicted = predict_change(session.store, state.url, session.now, window, config, change)
     return await apply_and_verify(
         state,
         finding,

@@ -130,8 +130,17 @@ def diagnose_frames(
     to its last answer (a failed scrape leaves no value to judge, but the evidence before it
     stands) and the diagnosis says so.
     """
+    return judged_diagnosis(target, frames, rules, options)[0]
+
+
+def judged_diagnosis(
+    target: str, frames: list[Frame], rules: list[Rule], options: DiagnoseOptions
+) -> tuple[Diagnosis, Session]:
+    """`diagnose_frames`, and the session that judged the window (for the scheduler model,
+    which calibrates on the same store)."""
     answered = frames[: _last_answer(target, frames) + 1] or frames
-    diagnosis = _target_diagnosis(judged_window(answered, rules, options), target, answered)
+    session = judged_window(answered, rules, options)
+    diagnosis = _target_diagnosis(session, target, answered)
     unanswered = [s for f in frames[len(answered) :] for s in f.scrapes if s.target == target]
     if unanswered and diagnosis.triage is not None:
         last = unanswered[-1]
@@ -140,7 +149,7 @@ def diagnose_frames(
             f"({last.status.value}: {last.error}); judged up to the last answer, "
             f"{frames[-1].timestamp - answered[-1].timestamp:.0f} s before the window's end"
         )
-    return diagnosis
+    return diagnosis, session
 
 
 def _last_answer(target: str, frames: list[Frame]) -> int:

@@ -5,12 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vtop.core.config.effective_config import DiagnoseOptions
 from vtop.core.config.server_config import ServerConfig
-from vtop.core.frame import Frame
 from vtop.core.rules.engine import Finding, ProposedChange
-from vtop.core.rules.rule import Rule
-from vtop.core.session.diagnose import Diagnosis, judged_window
+from vtop.core.session.diagnose import Diagnosis
+from vtop.core.session.session import Session
 from vtop.core.store.store import Store
 from vtop.core.whatif.calibrate import CannotModelError
 from vtop.core.whatif.predict import FLAGS, Calibration, calibrate, predict
@@ -76,24 +74,21 @@ class PrimaryPredictions:
     reason: str | None = None
 
 
-def primary_predictions(
-    frames: list[Frame], rules: list[Rule], options: DiagnoseOptions, diagnosis: Diagnosis
-) -> PrimaryPredictions | None:
-    """Predictions for the primary finding's changes on the diagnosed window (None when there
-    is no primary finding with a change the model knows)."""
+def primary_predictions(session: Session, diagnosis: Diagnosis) -> PrimaryPredictions | None:
+    """Predictions for the primary finding's changes on the window the session judged (None
+    when there is no primary finding with a change the model knows)."""
     triage = diagnosis.triage
     primary = None if triage is None else triage.primary
     if primary is None or not any(c.flag in FLAGS for c in primary.changes):
         return None
-    session = judged_window(frames, rules, options)
     state = session.targets.get(diagnosis.target)
-    if state is None or len(frames) < 2:
+    if state is None or session.now is None or diagnosis.window_s <= 0:
         return PrimaryPredictions(
             primary.key, target_figure(primary), [], {}, "no window to calibrate on"
         )
-    now = frames[-1].timestamp
-    window = max(now - frames[0].timestamp, 1.0)
-    return finding_predictions(session.store, diagnosis.target, now, window, state.config, primary)
+    window = max(diagnosis.window_s, 1.0)
+    store, target, config = session.store, diagnosis.target, state.config
+    return finding_predictions(store, target, session.now, window, config, primary)
 
 
 def finding_predictions(
