@@ -15,20 +15,22 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import tempfile
 from collections.abc import Mapping
+from pathlib import Path
 
 from tests.support.incidents import (
     BUDGET,
     HEALTHY,
     OVER_ADMITTED,
     SEQ_CAP,
-    SETTLE_S,
     WINDOW_S,
     Incident,
     LoadProcess,
     both_modes,
     calibrated,
     provoke,
+    remembered,
     watch,
     window_figures,
 )
@@ -37,8 +39,13 @@ from vtop.core.frame import Frame
 from vtop.core.rules.engine import ProposedChange
 from vtop.core.rules.loader import load_rules
 from vtop.core.whatif.calibrate import CannotModelError
-from vtop.core.whatif.predict import FLAGS, predict
+from vtop.core.whatif.predict import FLAGS, Calibration, predict
+from vtop.core.whatif.profile import StepProfiles
 
+STEADY_S = 45.0
+"""The load runs this long on the changed server before the window: the model predicts the
+steady state, and a closed loop's queue takes a round of requests to fill (a storm fixed by one
+sequence at a time: 24 requests of 300 tokens, about 40 s)."""
 FIGURES = ("generation_tokens_per_s", "ttft_p50_s", "preemptions_per_s", "waiting", "running")
 SPEC_FLAGS = ("--max-num-seqs", "--max-num-batched-tokens", "--num-gpu-blocks-override")
 """The flags a test server's spec can change."""
@@ -85,52 +92,87 @@ def after_change(pool: ServerPool, incident: Incident, change: ProposedChange) -
 async def same_load(server: VllmServer, incident: Incident, load_clients: int) -> list[Frame]:
     """The incident's (possibly grown) load on another server, one window recorded."""
     load = dataclasses.replace(incident.load, clients=load_clients)
-    process = LoadProcess(load, server.url, SETTLE_S + WINDOW_S + 15)
+    process = LoadProcess(load, server.url, STEADY_S + WINDOW_S + 15)
     try:
-        await asyncio.sleep(SETTLE_S)
+        await asyncio.sleep(STEADY_S)
         return await watch(server.url, WINDOW_S)
     finally:
         process.stop()
 
 
 async def main() -> None:
-    """Every incident in turn."""
+    """Every incident's window first (as vtop would have watched this model on this host under
+    those loads), then each proposed change predicted from the window alone and with the step
+    profile of the other windows, and measured after a restart."""
+    profiles = StepProfiles.read(Path(tempfile.mkdtemp()) / "step-profiles.json")
     pool = ServerPool(CACHE / "logs", keep=1)
     calibration_rows, prediction_rows = [], []
+    watched: list[tuple[Incident, VllmServer, list[Frame], int]] = []
     try:
         for incident in (OVER_ADMITTED, SEQ_CAP, BUDGET, HEALTHY):
             server = pool.get(incident.spec)
             recorded = await provoke(server, incident)
             frames = recorded.windows[0]
             try:
-                model = calibrated(server, frames)
+                model = calibrated(server, frames, profiles)
             except CannotModelError as refused:
                 calibration_rows.append(f"| {incident.name} | refused: {refused} |")
                 continue
             parts = {"measured": model.measured, "replay": model.replay}
             misses = "; ".join(model.misses) or "none"
-            calibration_rows.append(row(incident.name, parts) + f" {misses} |")
+            calibration_rows.append(row(incident.name, parts) + f" {step_cell(model)} | {misses} |")
             print(calibration_rows[-1], flush=True)
-            change = proposal(server, frames)
-            if change is None or model.misses:
-                continue
-            predicted = predict(model, {change.flag: float(change.proposed or 0)})
-            changed = after_change(pool, incident, change)
-            after = window_figures(
-                changed, await same_load(changed, incident, recorded.load.clients)
+            watched.append((incident, server, frames, recorded.load.clients))
+        for incident, server, frames, clients in watched:
+            prediction_rows += await check_prediction(
+                pool, profiles, incident, server, frames, clients
             )
-            name = f"{incident.name}: `{change.as_flag()}`"
-            parts = {"before": model.measured, "predicted": predicted, "measured": after}
-            prediction_rows.append(row(name, parts))
-            print(prediction_rows[-1], flush=True)
     finally:
         pool.stop_all()
-    print("\nmeasured / replay of the current config")
-    print(header("incident", [*FIGURES, "misses"]))
+    print("\nmeasured / replay of the current config (window alone)")
+    print(header("incident", [*FIGURES, "step time", "misses"]))
     print("\n".join(calibration_rows))
-    print("\nbefore / predicted / measured after the change")
+    print("\nbefore / predicted from the window alone / with the profile / measured after")
     print(header("incident: change", list(FIGURES)))
     print("\n".join(prediction_rows))
+
+
+def step_cell(model: Calibration) -> str:
+    """The fitted step time in one cell."""
+    cost, step = model.fit.step.cost, model.fit.step
+    return (
+        f"{cost.fixed_s * 1000:.2f} ms + {cost.per_sequence_s * 1000:.2f} ms/request + "
+        f"{cost.per_token_s * 1e6:.0f} us/token ({', '.join(step.terms) or 'constant'})"
+    )
+
+
+async def check_prediction(
+    pool: ServerPool,
+    profiles: StepProfiles,
+    incident: Incident,
+    server: VllmServer,
+    frames: list[Frame],
+    clients: int,
+) -> list[str]:
+    """The primary change predicted two ways and measured (its window kept in the profile)."""
+    alone = calibrated(server, frames)
+    with_profile = calibrated(server, frames, profiles)
+    change = proposal(server, frames)
+    if change is None or alone.misses:
+        return []
+    flags = {change.flag: float(change.proposed or 0)}
+    changed = after_change(pool, incident, change)
+    after_frames = await same_load(changed, incident, clients)
+    remembered(changed, after_frames, profiles)
+    parts = {
+        "before": alone.measured,
+        "alone": predict(alone, flags),
+        "profile": predict(with_profile, flags) if not with_profile.misses else {},
+        "measured": window_figures(changed, after_frames),
+    }
+    line = row(f"{incident.name}: `{change.as_flag()}`", parts)
+    print(line, f"profile step: {step_cell(with_profile)}", flush=True)
+    return [line]
 
 
 def header(first: str, columns: list[str]) -> str:

@@ -25,6 +25,15 @@ def vllm_pool() -> Iterator[ServerPool]:
         pool.stop_all()
 
 
+@pytest.fixture(autouse=True)
+def private_state(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Each test's vtop state (audit log, managed servers, the model's step profiles) in its own
+    directory: nothing one test learns or writes reaches another, or the user's own."""
+    monkeypatch.setenv("VTOP_STATE_DIR", str(tmp_path_factory.mktemp("state")))
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     """`--slow`: the long variants (more generated examples in the PromQL conformance test)."""
     parser.addoption("--slow", action="store_true", help="run the long variants of the tests")

@@ -119,6 +119,26 @@ def test_whatif_predicts_the_demo_fix_and_refuses_what_it_cannot_model(tmp_path:
     assert wrong.code != 0 and "Traceback" not in wrong.err
 
 
+def test_whatif_keeps_the_step_profile_privately_and_a_damaged_one_is_an_error(
+    tmp_path: Path,
+) -> None:
+    env = {"VTOP_STATE_DIR": str(tmp_path / "state")}
+    before = vtop("whatif", str(DEMO), "--to", "75", "--json", env=env)
+    after = vtop("whatif", str(DEMO), "--from", "105", "--json", env=env)
+    assert before.code == 0 and after.code == 0, before.err + after.err
+    profile = tmp_path / "state" / "step-profiles.json"
+    assert profile.stat().st_mode & 0o777 == 0o600
+    assert (tmp_path / "state").stat().st_mode & 0o777 == 0o700
+    windows = next(iter(json.loads(profile.read_text()).values()))
+    assert len(windows) == 2  # the storm's saturated slices and those after the fix
+    profile.write_text('{"h m tp=1": [\n  {"time": 1, "points": [[1, 2,\n')
+    damaged = vtop("whatif", str(DEMO), "--to", "75", env=env)
+    assert damaged.code != 0 and "Traceback" not in damaged.err
+    assert f"{profile}:3: not JSON" in damaged.err
+    diagnosed = vtop("diagnose", str(DEMO), "--to", "75", env=env)
+    assert diagnosed.code != 0 and f"{profile}:3" in diagnosed.err
+
+
 def test_diagnose_ranks_the_primary_fixes_by_prediction_unless_told_not_to() -> None:
     ran = vtop("diagnose", str(DEMO), "--to", "75", "--json")
     report = json.loads(ran.out)

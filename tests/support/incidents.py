@@ -35,7 +35,8 @@ from vtop.core.session.diagnose import DiagnoseOptions, Diagnosis, diagnose_fram
 from vtop.core.store.store import Store
 from vtop.core.whatif.calibrate import measure as model_measure
 from vtop.core.whatif.calibrate import measured_figures
-from vtop.core.whatif.predict import Calibration, calibrate
+from vtop.core.whatif.predict import Calibration, calibrate, remember_steps
+from vtop.core.whatif.profile import StepProfiles
 
 WINDOW_S = 15.0
 """The diagnosis window (vtop diagnose's default)."""
@@ -219,9 +220,17 @@ def _judged(
     return session.store, target, now, window, session.target(target).config
 
 
-def calibrated(server: VllmServer, frames: list[Frame]) -> Calibration:
-    """The scheduler model calibrated on a recorded window (CannotModelError when it cannot)."""
-    return calibrate(*_judged(server, frames))
+def calibrated(
+    server: VllmServer, frames: list[Frame], profiles: StepProfiles | None = None
+) -> Calibration:
+    """The scheduler model calibrated on a recorded window (CannotModelError when it cannot),
+    with and into the step profiles when given."""
+    return calibrate(*_judged(server, frames), profiles=profiles)
+
+
+def remembered(server: VllmServer, frames: list[Frame], profiles: StepProfiles) -> None:
+    """A window's step times kept in the profiles, as `vtop tune` keeps its after-window's."""
+    remember_steps(profiles, *_judged(server, frames))
 
 
 def window_figures(server: VllmServer, frames: list[Frame]) -> dict[str, float | None]:

@@ -19,6 +19,7 @@ from vtop.cli.options import (
     rules_of,
     scrape_options,
     settings_from,
+    step_profiles_of,
 )
 from vtop.core.config.effective_config import DiagnoseOptions
 from vtop.core.config.settings import Settings
@@ -102,7 +103,9 @@ def diagnose_main(argv: list[str]) -> int:
     targets = [scrape.target for frame in frames for scrape in frame.scrapes]
     target = args.target or (targets[0] if targets else "unknown")
     diagnosis, session = judged_diagnosis(target, frames, rules, options)
-    predictions = None if args.no_predict else primary_predictions(session, diagnosis)
+    predictions = None
+    if not args.no_predict:
+        predictions = primary_predictions(session, diagnosis, step_profiles_of(EXIT_UNKNOWN))
     if args.json:
         report = json_report(diagnosis)
         report["predictions"] = None if predictions is None else json_predictions(predictions)

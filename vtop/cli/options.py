@@ -13,6 +13,7 @@ from vtop.core.ingest.sources.vllm_http import API_KEY_ENV, ScrapeOptions
 from vtop.core.redact import remember
 from vtop.core.rules.loader import PACKAGED, load_rules
 from vtop.core.rules.rule import Rule, RuleFileError
+from vtop.core.whatif.profile import ProfileError, StepProfiles
 
 EXIT_RULES = EXIT_USAGE
 
@@ -113,6 +114,15 @@ def rules_of(settings: Settings, code: int = EXIT_RULES) -> list[Rule]:
         return load_rules([PACKAGED, *(Path(d) for d in settings.rules_dir)])
     except RuleFileError as error:
         raise CliError(str(error), code) from None
+
+
+def step_profiles_of(code: int) -> StepProfiles:
+    """The model's step-time profiles in the state directory (an error naming the file and
+    line when it is damaged)."""
+    try:
+        return StepProfiles.default()
+    except ProfileError as error:
+        raise CliError(f"{error} (delete it to start the profiles afresh)", code) from None
 
 
 def log_text_of(settings: Settings, code: int) -> str | None:

@@ -6,7 +6,7 @@ import argparse
 import asyncio
 
 from vtop.cli.errors import CliError
-from vtop.cli.options import add_rules_option, parser, rules_of, settings_from
+from vtop.cli.options import add_rules_option, parser, rules_of, settings_from, step_profiles_of
 from vtop.cli.serve import pick_server
 from vtop.core.manage.apply import Applied
 from vtop.core.manage.bench import BenchConfig, Lengths
@@ -56,7 +56,15 @@ def tune_main(argv: list[str]) -> int:
     def warmup(url: str) -> BenchConfig:
         return BenchConfig(url=url, concurrency=4, num_requests=8, stream=False)
 
-    options = TuneOptions(rules, state_dir(), load, args.finding, not args.no_rollback, warmup)
+    options = TuneOptions(
+        rules,
+        state_dir(),
+        load,
+        args.finding,
+        not args.no_rollback,
+        warmup,
+        step_profiles_of(EXIT_NOTHING),
+    )
     result = asyncio.run(tune(state, options))
     print("\n".join(tune_report(result)))
     return tune_exit_code(result)

@@ -16,6 +16,7 @@ from vtop.cli.options import (
     parser,
     rules_of,
     settings_from,
+    step_profiles_of,
 )
 from vtop.core.config.effective_config import DiagnoseOptions
 from vtop.core.ingest.sources.vllm_http import DEFAULT_URL
@@ -100,8 +101,11 @@ def whatif_main(argv: list[str]) -> int:
         raise CliError(f"{target}: not in the window", EXIT_CANNOT)
     now = frames[-1].timestamp
     window = max(now - frames[0].timestamp, 1.0)
+    profiles = step_profiles_of(EXIT_CANNOT)
     try:
-        prediction = whatif(session.store, target, now, window, state.config, dict(args.changes))
+        prediction = whatif(
+            session.store, target, now, window, state.config, dict(args.changes), 0, profiles
+        )
     except CannotModelError as error:
         raise CliError(f"whatif: cannot model this window: {error}", EXIT_CANNOT) from None
     print(strict_json(json_whatif(prediction)) if args.json else text_whatif(prediction))

@@ -49,11 +49,32 @@ def _model_lines(prediction: Prediction) -> list[str]:
         f"MODEL  {fit.engines} engine(s), max-num-seqs {fit.config.max_num_seqs}, "
         f"{_budget(fit.config.max_num_batched_tokens)}, "
         f"{fit.config.num_blocks} KV blocks of {fit.config.block_size}",
-        f"       step {fit.cost.fixed_s * 1000:.1f} ms + {fit.cost.per_token_s * 1e6:.1f} us/token"
-        f" (fit error {fit.step_fit_error:.0%})",
+        f"       {_step(prediction)}",
         f"       workload {sent}, {workload.prompt_tokens:.0f} prompt + "
         f"{workload.output_tokens:.0f} output tokens",
     ]
+
+
+def _step(prediction: Prediction) -> str:
+    """The fitted step time, what identified it, and the API server's part of TTFT."""
+    step = prediction.fit.step
+    cost = step.cost
+    parts = [f"step {cost.fixed_s * 1000:.2f} ms"]
+    if cost.per_sequence_s:
+        parts.append(f"{cost.per_sequence_s * 1000:.2f} ms/request")
+    if cost.per_token_s:
+        parts.append(f"{cost.per_token_s * 1e6:.1f} us/token")
+    if not step.terms:
+        how = "a constant: the slices do not vary enough to tell a cost per request or token"
+    else:
+        how = "fitted " + " and ".join(step.terms)
+    if step.earlier_points:
+        how += f", with {step.earlier_points} slices of earlier windows of this model here"
+    front = prediction.fit.frontend_s
+    return (
+        " + ".join(parts)
+        + f" ({how}; fit error {step.error:.0%}); API server {front * 1000:.0f} ms of TTFT"
+    )
 
 
 def text_whatif(prediction: Prediction) -> str:
@@ -104,9 +125,14 @@ def json_whatif(prediction: Prediction) -> dict[str, Any]:
             ),
             "kv_blocks": fit.config.num_blocks,
             "block_size": fit.config.block_size,
-            "step_fixed_s": fit.cost.fixed_s,
-            "step_per_token_s": fit.cost.per_token_s,
-            "step_fit_error": fit.step_fit_error,
+            "step_fixed_s": fit.step.cost.fixed_s,
+            "step_per_token_s": fit.step.cost.per_token_s,
+            "step_per_request_s": fit.step.cost.per_sequence_s,
+            "step_fitted": list(fit.step.terms),
+            "step_fit_error": fit.step.error,
+            "step_earlier_slices": fit.step.earlier_points,
+            "largest_batch_seen": fit.step.largest_batch,
+            "frontend_ttft_s": fit.frontend_s,
             "clients": fit.workload.clients,
             "arrivals_per_s": fit.workload.arrivals_per_s,
             "prompt_tokens": fit.workload.prompt_tokens,
@@ -133,7 +159,7 @@ def text_predictions(predictions: PrimaryPredictions) -> str:
         flag = ranked.change.as_flag() or ranked.change.flag
         note = "" if ranked.keeps_throughput else "  (loses over 10% of the tokens/s)"
         if ranked.extrapolated:
-            note += "  (low confidence: larger batches than the window showed)"
+            note += "  (low confidence: larger batches than any slice showed)"
         lines.append(f"  {flag}: {_summary(ranked.predicted)}{note}")
     return "\n".join(lines)
 

@@ -23,7 +23,8 @@ from vtop.core.manage.verdict import Measurement, comparison_lines, measure
 from vtop.core.rules.engine import Finding, ProposedChange
 from vtop.core.session.session import Session, TargetState, short_key
 from vtop.core.whatif.predict import FLAGS, ChangePrediction, predict_change
-from vtop.core.whatif.rank import PrimaryPredictions, finding_predictions
+from vtop.core.whatif.profile import ProfileError, StepProfiles
+from vtop.core.whatif.rank import PrimaryPredictions, finding_predictions, target_figure
 from vtop.text.report import json_report
 from vtop.text.whatif import text_predictions
 from vtop.ui.explain import current_diagnosis, explain
@@ -78,8 +79,14 @@ class Actions(App[int]):
         target, now = self.target, self.session.now
         if target is None or now is None or not any(c.flag in FLAGS for c in finding.changes):
             return None
+        try:
+            profiles = StepProfiles.default()
+        except ProfileError as error:
+            return PrimaryPredictions(finding.key, target_figure(finding), [], {}, str(error))
+        window = self.model_window(now)
+        store = self.session.store
         return finding_predictions(
-            self.session.store, target.target, now, self.model_window(now), target.config, finding
+            store, target.target, now, window, target.config, finding, profiles
         )
 
     def model_window(self, now: float) -> float:
@@ -173,7 +180,11 @@ class Actions(App[int]):
             return ChangePrediction(None, "no window to calibrate on")
         store, now = self.session.store, self.session.now
         window = self.model_window(now)
-        return predict_change(store, target.target, now, window, target.config, change)
+        try:
+            profiles = StepProfiles.default()
+        except ProfileError as error:
+            return ChangePrediction(None, str(error))
+        return predict_change(store, target.target, now, window, target.config, change, profiles)
 
     def measure_now(self) -> Measurement:
         """The last window of the session."""

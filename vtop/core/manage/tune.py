@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from vtop.core.config.server_config import ServerConfig
 from vtop.core.frame import Frame
 from vtop.core.ingest.feeds import LiveFeed, sample
 from vtop.core.ingest.sources.vllm_http import ScrapeOptions, VllmHttpSource
@@ -21,7 +22,8 @@ from vtop.core.rules.engine import Finding, ProposedChange
 from vtop.core.rules.rule import Rule
 from vtop.core.session.diagnose import DiagnoseOptions, Diagnosis, judged_diagnosis
 from vtop.core.store.store import Store
-from vtop.core.whatif.predict import predict_change
+from vtop.core.whatif.predict import predict_change, remember_steps
+from vtop.core.whatif.profile import StepProfiles
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,8 @@ class TuneOptions:
     rollback: bool = True
     warmup: Callable[[str], BenchConfig] | None = None
     """A short load run after each restart, before measuring (first requests are slow)."""
+    profiles: StepProfiles | None = None
+    """Where the model keeps the step times it has seen (None: nowhere)."""
 
 
 async def measure_window(url: str, load: BenchConfig) -> tuple[list[Frame], BenchReport]:
@@ -54,14 +58,22 @@ async def measure_window(url: str, load: BenchConfig) -> tuple[list[Frame], Benc
     return frames, task.result()
 
 
-def measurement(frames: list[Frame], report: BenchReport) -> Measurement:
-    """The judged figures over the whole window."""
+def measurement(
+    frames: list[Frame],
+    report: BenchReport,
+    profiles: StepProfiles | None = None,
+    server: ServerConfig | None = None,
+) -> Measurement:
+    """The judged figures over the whole window (its step times kept in `profiles`)."""
     store = Store()
     for frame in frames:
         store.ingest(frame)
     target = frames[0].scrapes[0].target
-    window = frames[-1].timestamp - frames[0].timestamp
-    return measure(store, target, frames[-1].timestamp, window, report.failed)
+    now = frames[-1].timestamp
+    window = now - frames[0].timestamp
+    if profiles is not None and window > 0:
+        remember_steps(profiles, store, target, now, window, server or ServerConfig())
+    return measure(store, target, now, window, report.failed)
 
 
 def pick(diagnosis: Diagnosis, finding_id: str | None) -> tuple[Finding, ProposedChange] | None:
@@ -91,7 +103,7 @@ async def tune(state: ServerState, options: TuneOptions) -> Applied | str:
         if options.warmup is not None:
             await Bench(options.warmup(new_state.url)).run()
         frames, report = await measure_window(new_state.url, options.load(new_state.url))
-        return measurement(frames, report)
+        return measurement(frames, report, options.profiles, config)
 
     finding, change = chosen
     before = measurement(frames, report)
@@ -99,7 +111,9 @@ async def tune(state: ServerState, options: TuneOptions) -> Applied | str:
     predicted = None
     if config is not None and session.now is not None:
         window = diagnosis.window_s
-        predicted = predict_change(session.store, state.url, session.now, window, config, change)
+        predicted = predict_change(
+            session.store, state.url, session.now, window, config, change, options.profiles
+        )
     return await apply_and_verify(
         state,
         finding,

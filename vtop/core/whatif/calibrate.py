@@ -10,14 +10,12 @@ from vtop.core.config.server_config import ServerConfig
 from vtop.core.rules.promql.evaluator import Context, EvaluationError, evaluate
 from vtop.core.rules.promql.parser import parse
 from vtop.core.store.store import Store
-from vtop.core.whatif.scheduler import EngineConfig, Outcome, StepCost, Workload
+from vtop.core.whatif.scheduler import EngineConfig, Outcome, Workload
+from vtop.core.whatif.step_time import StepFit, StepPoint
 
 SLICE_S = 5.0
-"""The step time is fitted over slices of this length (steps/s against tokens/step)."""
-SPREAD = 0.2
-"""Tokens per step must vary by this much across slices to identify a cost per token..."""
-IDENTIFIED = 0.8
-"""...and the line must cut the constant's error by a fifth."""
+"""The step time is fitted over slices of this length (steps/s against requests and tokens
+per step)."""
 TOLERANCE = {"generation_tokens_per_s": 0.25, "ttft_p50_s": 0.25, "preemptions_per_s": 0.30}
 """How close the replay of the current config must come to the measurement to predict."""
 NEAR_ZERO_PREEMPTIONS = 0.05
@@ -37,6 +35,7 @@ class Measured:
     """The server's figures over the window (all engines together)."""
 
     running: float
+    """Requests in the engine past their first scheduling (Little's law: preempted ones too)."""
     waiting: float
     preemptions_per_s: float
     generation_tokens_per_s: float
@@ -48,6 +47,21 @@ class Measured:
     output_tokens: float
     steps_per_s: float
     tokens_per_step: float
+    frontend_s: float = 0.0
+    """Mean time to first token less the engine's queue and prefill time: the API server's."""
+    scheduled_gauge: float = 0.0
+    """The running gauge averaged over the window's scrapes."""
+    inter_token_s: float = 0.0
+    """Mean inter-token latency: the time of the steps a decoding request is in."""
+
+    @property
+    def scheduled(self) -> float:
+        """Requests the scheduler runs per step: Little's law on the inference time, unless
+        requests were preempted (it counts them while they wait again): then the gauge, which
+        a scrape between a request's end and the next admission reads one low."""
+        if self.preemptions_per_s > 0 and self.scheduled_gauge > 0:
+            return min(self.running, self.scheduled_gauge)
+        return self.running
 
 
 @dataclass(frozen=True)
@@ -56,10 +70,10 @@ class Fit:
 
     config: EngineConfig
     workload: Workload
-    cost: StepCost
+    step: StepFit
     engines: int
-    step_fit_error: float
-    """Mean relative error of the step-time fit over the window's slices."""
+    frontend_s: float = 0.0
+    """Time to first token spent outside the engine (tokenising, the API server), measured."""
 
 
 class CannotModelError(ValueError):
@@ -87,6 +101,9 @@ def measure(store: Store, target: str, now: float, window_s: float) -> Measured:
         low = rate(denominator)
         return rate(numerator) / low if low > 0 else 0.0
 
+    def mean(histogram: str) -> float:
+        return ratio(f"{histogram}_sum", f"{histogram}_count")
+
     def ttft(q: float) -> float | None:
         by_le = f"sum by (le) (rate(vllm:time_to_first_token_seconds_bucket[{w}s]))"
         return _value(store, target, now, f"histogram_quantile({q}, {by_le})")
@@ -108,6 +125,17 @@ def measure(store: Store, target: str, now: float, window_s: float) -> Measured:
         tokens_per_step=ratio(
             "vllm:iteration_tokens_total_sum", "vllm:iteration_tokens_total_count"
         ),
+        inter_token_s=mean("vllm:inter_token_latency_seconds"),
+        scheduled_gauge=_value(
+            store, target, now, f"sum(avg_over_time(vllm:num_requests_running[{w}s]))"
+        )
+        or 0.0,
+        frontend_s=max(
+            0.0,
+            mean("vllm:time_to_first_token_seconds")
+            - mean("vllm:request_queue_time_seconds")
+            - mean("vllm:request_prefill_time_seconds"),
+        ),
     )
 
 
@@ -120,53 +148,32 @@ def refusal(store: Store, target: str, now: float, window_s: float) -> str | Non
     return None
 
 
-def fit_step_cost(store: Store, target: str, now: float, window_s: float) -> tuple[StepCost, float]:
-    """Seconds per step against tokens per step over the window's slices (a busy engine steps
-    back to back, so a slice's step time is 1 / its steps per second), and the fit's error.
-    A constant unless the slices identify a line that fits clearly better: a cost per token
-    read off slices of one mix would charge a 400-token prefill like 400 decodes."""
-    points = []
-    slices = max(1, int(window_s // SLICE_S))
-    for index in range(slices):
-        end = now - index * SLICE_S
-        figures = measure(store, target, end, SLICE_S)
-        if figures.steps_per_s > 0 and figures.tokens_per_step > 0 and figures.running >= 0.5:
-            points.append((figures.tokens_per_step, 1.0 / figures.steps_per_s))
-    if not points:
+def step_points(
+    store: Store, target: str, now: float, window_s: float, engines: int
+) -> tuple[list[StepPoint], list[StepPoint]]:
+    """The window's 5 s slices with the engine busy, and those of them with requests waiting.
+    An engine with a queue steps back to back, so its step time is 1 / its steps per second;
+    a lightly loaded one idles between steps, so there the inter-token latency (the steps a
+    running request sees) is the step time. Per engine."""
+    busy, saturated = [], []
+    for index in range(max(1, int(window_s // SLICE_S))):
+        figures = measure(store, target, now - index * SLICE_S, SLICE_S)
+        requests = figures.scheduled / max(engines, 1)
+        if figures.steps_per_s <= 0 or figures.tokens_per_step <= 0 or requests < 0.5:
+            continue
+        queued = figures.waiting / max(engines, 1) >= 0.5
+        seconds = engines / figures.steps_per_s
+        if not queued and figures.inter_token_s > 0:
+            seconds = min(seconds, figures.inter_token_s)
+        point = StepPoint(requests, figures.tokens_per_step, seconds)
+        busy.append(point)
+        if queued:
+            saturated.append(point)
+    if not busy:
         raise CannotModelError(
             "no engine steps in the window (no traffic, or no iteration metrics)"
         )
-    cost = _constant(points)
-    fitted = _least_squares(points)
-    if fitted is not None and _error(fitted, points) < IDENTIFIED * _error(cost, points):
-        cost = fitted
-    return cost, _error(cost, points)
-
-
-def _error(cost: StepCost, points: list[tuple[float, float]]) -> float:
-    """Mean relative error of a step cost over (tokens per step, seconds per step) points."""
-    return sum(abs(cost.fixed_s + cost.per_token_s * x - y) / y for x, y in points) / len(points)
-
-
-def _constant(points: list[tuple[float, float]]) -> StepCost:
-    """The step time of all the slices' steps together (a slice of few steps, mostly idle,
-    would weigh as much as a busy one in a plain mean of step times)."""
-    return StepCost(len(points) / sum(1.0 / y for _, y in points), 0.0)
-
-
-def _least_squares(points: list[tuple[float, float]]) -> StepCost | None:
-    """The line through the points, None when the points cannot identify it (too few, tokens
-    per step varying by less than a fifth) or it is not a cost (a negative part)."""
-    if len(points) < 3:
-        return None
-    mean_x = sum(x for x, _ in points) / len(points)
-    mean_y = sum(y for _, y in points) / len(points)
-    spread = sum((x - mean_x) ** 2 for x, _ in points)
-    if spread <= (SPREAD * mean_x) ** 2 * len(points):
-        return None
-    slope = sum((x - mean_x) * (y - mean_y) for x, y in points) / spread
-    fixed = mean_y - slope * mean_x
-    return StepCost(fixed, slope) if slope >= 0 and fixed >= 0 else None
+    return busy, saturated
 
 
 def engine_config(config: ServerConfig, engines: int) -> EngineConfig:
@@ -220,7 +227,7 @@ def figures(outcome: Outcome, engines: int) -> dict[str, float | None]:
 def measured_figures(measured: Measured) -> dict[str, float | None]:
     """The measured counterparts of `figures`."""
     return {
-        "running": measured.running,
+        "running": measured.scheduled,
         "waiting": measured.waiting,
         "preemptions_per_s": measured.preemptions_per_s,
         "generation_tokens_per_s": measured.generation_tokens_per_s,

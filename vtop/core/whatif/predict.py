@@ -16,14 +16,16 @@ from vtop.core.whatif.calibrate import (
     Fit,
     engine_config,
     figures,
-    fit_step_cost,
     measure,
     measured_figures,
     misses,
     refusal,
+    step_points,
     workload_of,
 )
+from vtop.core.whatif.profile import StepProfiles, profile_key
 from vtop.core.whatif.scheduler import EngineConfig, Outcome, simulate
+from vtop.core.whatif.step_time import fit_step_cost
 
 FLAGS = (
     "--max-num-seqs",
@@ -104,18 +106,22 @@ def _ttft_bounds(store: Store, target: str) -> list[float]:
     return sorted(bounds)
 
 
-def _bucketed(outcome: Outcome, bounds: list[float], q: float) -> float | None:
+def _bucketed(ttft_s: list[float], bounds: list[float], q: float) -> float | None:
     """A simulated TTFT quantile read through the server's buckets, as the measured one is."""
-    if not outcome.ttft_s or not bounds:
-        return outcome.ttft_quantile(q)
-    counts = [float(sum(1 for t in outcome.ttft_s if t <= bound)) for bound in bounds]
+    if not ttft_s:
+        return None
+    if not bounds:
+        return sorted(ttft_s)[min(len(ttft_s) - 1, int(q * len(ttft_s)))]
+    counts = [float(sum(1 for t in ttft_s if t <= bound)) for bound in bounds]
     return bucket_quantile(q, list(zip(bounds, counts, strict=True)))
 
 
-def _figures(outcome: Outcome, engines: int, bounds: list[float]) -> dict[str, float | None]:
-    found = figures(outcome, engines)
-    found["ttft_p50_s"] = _bucketed(outcome, bounds, 0.5)
-    found["ttft_p99_s"] = _bucketed(outcome, bounds, 0.99)
+def _figures(outcome: Outcome, fit: Fit, bounds: list[float]) -> dict[str, float | None]:
+    """The simulated figures, first tokens seen as the API server sees them."""
+    found = figures(outcome, fit.engines)
+    ttft_s = [t + fit.frontend_s for t in outcome.ttft_s]
+    found["ttft_p50_s"] = _bucketed(ttft_s, bounds, 0.5)
+    found["ttft_p99_s"] = _bucketed(ttft_s, bounds, 0.99)
     return found
 
 
@@ -133,31 +139,59 @@ class Calibration:
 
 
 def calibrate(
-    store: Store, target: str, now: float, window_s: float, server: ServerConfig, seed: int = 0
+    store: Store,
+    target: str,
+    now: float,
+    window_s: float,
+    server: ServerConfig,
+    seed: int = 0,
+    profiles: StepProfiles | None = None,
 ) -> Calibration:
-    """Fit the model to the window and replay the current config; CannotModelError says why
-    the model cannot speak for this server."""
+    """Fit the model to the window (with the step times of earlier windows of this model on
+    this host, and keeping this one's, when `profiles` is given) and replay the current config;
+    CannotModelError says why the model cannot speak for this server."""
     reason = refusal(store, target, now, window_s)
     if reason is not None:
         raise CannotModelError(reason)
     engines = _engines(store, target, server)
     measured = measure(store, target, now, window_s)
-    cost, error = fit_step_cost(store, target, now, window_s)
+    busy, saturated = step_points(store, target, now, window_s, engines)
+    key = profile_key(store, target, server)
+    earlier = [] if profiles is None else profiles.earlier(key, now, window_s)
     config = engine_config(server, engines)
     workload = workload_of(measured, engines, config.max_num_seqs)
-    fit = Fit(config, workload, cost, engines, error)
+    fit = Fit(config, workload, fit_step_cost(busy, earlier), engines, measured.frontend_s)
+    if profiles is not None:
+        profiles.add(key, now, window_s, saturated)
     bounds = _ttft_bounds(store, target)
-    replay = _figures(simulate(config, workload, cost, SIMULATED_S, seed), engines, bounds)
+    replay = _figures(simulate(config, workload, fit.step.cost, SIMULATED_S, seed), fit, bounds)
     real = measured_figures(measured)
     return Calibration(fit, real, replay, misses(real, replay), server, tuple(bounds), seed)
+
+
+def remember_steps(
+    profiles: StepProfiles,
+    store: Store,
+    target: str,
+    now: float,
+    window_s: float,
+    server: ServerConfig,
+) -> None:
+    """Keep a window's saturated step times without calibrating on it (the window after an
+    applied change shows the model the step time of the new batch)."""
+    try:
+        _, saturated = step_points(store, target, now, window_s, _engines(store, target, server))
+    except CannotModelError:
+        return
+    profiles.add(profile_key(store, target, server), now, window_s, saturated)
 
 
 def predict(calibration: Calibration, changes: Mapping[str, float]) -> dict[str, float | None]:
     """The figures for the changed flags (only meaningful when the calibration has no misses)."""
     fit = calibration.fit
     new = changed(fit.config, changes, calibration.server, fit.engines)
-    outcome = simulate(new, fit.workload, fit.cost, SIMULATED_S, calibration.seed)
-    return _figures(outcome, fit.engines, list(calibration.bounds))
+    outcome = simulate(new, fit.workload, fit.step.cost, SIMULATED_S, calibration.seed)
+    return _figures(outcome, fit, list(calibration.bounds))
 
 
 def whatif(
@@ -168,9 +202,10 @@ def whatif(
     server: ServerConfig,
     changes: Mapping[str, float],
     seed: int = 0,
+    profiles: StepProfiles | None = None,
 ) -> Prediction:
     """Calibrate on the window, then predict the changed flags; CannotModelError says why not."""
-    calibration = calibrate(store, target, now, window_s, server, seed)
+    calibration = calibrate(store, target, now, window_s, server, seed, profiles)
     predicted = None if calibration.misses else predict(calibration, changes)
     return Prediction(
         calibration.measured,
@@ -197,12 +232,13 @@ def predict_change(
     window_s: float,
     server: ServerConfig,
     change: ProposedChange,
+    profiles: StepProfiles | None = None,
 ) -> ChangePrediction:
     """The prediction recorded next to the measurement when a change is applied."""
     if change.flag not in FLAGS or not isinstance(change.proposed, float | int):
         return ChangePrediction(None, f"the model does not change {change.flag}")
     try:
-        calibration = calibrate(store, target, now, window_s, server)
+        calibration = calibrate(store, target, now, window_s, server, profiles=profiles)
     except CannotModelError as error:
         return ChangePrediction(None, str(error))
     if calibration.misses:

@@ -12,6 +12,7 @@ from vtop.core.session.session import Session
 from vtop.core.store.store import Store
 from vtop.core.whatif.calibrate import CannotModelError
 from vtop.core.whatif.predict import FLAGS, Calibration, calibrate, predict
+from vtop.core.whatif.profile import StepProfiles
 
 TARGET_FIGURE = {"memory": "preemptions_per_s", "queue": "waiting", "latency": "ttft_p50_s"}
 """What a finding of each phase wants down; others aim at TTFT p50."""
@@ -27,8 +28,8 @@ class RankedChange:
     predicted: dict[str, float | None]
     keeps_throughput: bool
     extrapolated: bool = False
-    """It runs batches half again larger than any the window showed: the step time there is
-    the model's assumption, not a measurement."""
+    """It runs batches half again larger than any the fitted slices showed: the step time
+    there is the model's extrapolation, not a measurement."""
 
 
 def target_figure(finding: Finding) -> str:
@@ -49,8 +50,8 @@ def rank(finding: Finding, calibration: Calibration) -> list[RankedChange]:
             continue
         figures = predict(calibration, {change.flag: float(change.proposed)})
         tokens = figures.get("generation_tokens_per_s") or 0.0
-        seen = calibration.measured.get("running") or 0.0
-        beyond = (figures.get("running") or 0.0) > EXTRAPOLATED * max(seen, 1.0)
+        per_engine = (figures.get("running") or 0.0) / max(calibration.fit.engines, 1)
+        beyond = per_engine > EXTRAPOLATED * max(calibration.fit.step.largest_batch, 1.0)
         kept = tokens >= KEPT_THROUGHPUT * before
         ranked.append(RankedChange(change, figures, kept, beyond))
     return sorted(
@@ -74,7 +75,9 @@ class PrimaryPredictions:
     reason: str | None = None
 
 
-def primary_predictions(session: Session, diagnosis: Diagnosis) -> PrimaryPredictions | None:
+def primary_predictions(
+    session: Session, diagnosis: Diagnosis, profiles: StepProfiles | None = None
+) -> PrimaryPredictions | None:
     """Predictions for the primary finding's changes on the window the session judged (None
     when there is no primary finding with a change the model knows)."""
     triage = diagnosis.triage
@@ -88,7 +91,7 @@ def primary_predictions(session: Session, diagnosis: Diagnosis) -> PrimaryPredic
         )
     window = max(diagnosis.window_s, 1.0)
     store, target, config = session.store, diagnosis.target, state.config
-    return finding_predictions(store, target, session.now, window, config, primary)
+    return finding_predictions(store, target, session.now, window, config, primary, profiles)
 
 
 def finding_predictions(
@@ -98,11 +101,12 @@ def finding_predictions(
     window_s: float,
     server: ServerConfig,
     finding: Finding,
+    profiles: StepProfiles | None = None,
 ) -> PrimaryPredictions:
     """A finding's alternatives ranked on the store's window, or why the model gives none."""
     figure = target_figure(finding)
     try:
-        calibration = calibrate(store, target, now, window_s, server)
+        calibration = calibrate(store, target, now, window_s, server, profiles=profiles)
     except CannotModelError as error:
         return PrimaryPredictions(finding.key, figure, [], {}, str(error))
     if calibration.misses:

@@ -8,8 +8,8 @@ last running request (recompute: it goes back to the front of the queue and its 
 itself last. Only when nothing was preempted are waiting requests admitted, while fewer than
 `max-num-seqs` run and budget is left, each only if the blocks for its whole sequence fit in the
 free pool beyond the watermark (vLLM's `scheduler_reserve_full_isl`). The KV pool counts whole
-blocks of `block-size` tokens. A step takes `StepCost.seconds(tokens)`. Time is simulated, never
-read from a clock."""
+blocks of `block-size` tokens. A step takes `StepCost.seconds(tokens, requests)`. Time is
+simulated, never read from a clock."""
 
 from __future__ import annotations
 
@@ -33,13 +33,15 @@ class EngineConfig:
 
 @dataclass(frozen=True)
 class StepCost:
-    """The time of one engine step: a fixed part and a part per scheduled token."""
+    """The time of one engine step: a fixed part, a part per scheduled token and a part per
+    scheduled request (sampling, output processing and attention are per request)."""
 
     fixed_s: float
     per_token_s: float
+    per_sequence_s: float = 0.0
 
-    def seconds(self, tokens: int) -> float:
-        return self.fixed_s + self.per_token_s * tokens
+    def seconds(self, tokens: int, requests: int = 0) -> float:
+        return self.fixed_s + self.per_token_s * tokens + self.per_sequence_s * requests
 
 
 @dataclass(frozen=True)
@@ -200,7 +202,11 @@ def simulate(
                 next_arrival += rng.expovariate(workload.arrivals_per_s)
         scheduled, preempted = engine.schedule()
         tokens = sum(n for _, n in scheduled)
-        step = cost.seconds(tokens) if scheduled else _idle(workload, next_arrival, now)
+        step = (
+            cost.seconds(tokens, len(scheduled))
+            if scheduled
+            else _idle(workload, next_arrival, now)
+        )
         measured = now >= warmup
         if measured:
             totals["running"] += len(engine.running) * step
