@@ -129,7 +129,7 @@ async def main() -> None:
             )
     finally:
         pool.stop_all()
-    print("\nmeasured / replay of the current config (window alone)")
+    print("\nmeasured / replay of the current config (with the windows watched before it)")
     print(header("incident", [*FIGURES, "step time", "misses"]))
     print("\n".join(calibration_rows))
     print("\nbefore / predicted from the window alone / with the profile / measured after")
