@@ -112,3 +112,14 @@ def test_the_profile_file_is_json_a_person_can_read(tmp_path: Path) -> None:
     path = tmp_path / "p.json"
     StepProfiles.read(path).add("h m tp=1", 5.0, 5.0, [StepPoint(2, 3, 0.01)])
     assert json.loads(path.read_text()) == {"h m tp=1": [{"time": 5.0, "points": [[2, 3, 0.01]]}]}
+
+
+def test_a_profile_that_cannot_be_written_is_said_and_does_not_stop_the_fit(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("a file where the state directory should be\n")
+    with pytest.raises(ProfileError, match="cannot read"):
+        StepProfiles.read(blocker / "step-profiles.json")
+    profiles = StepProfiles(blocker / "step-profiles.json")
+    profiles.add("h m tp=1", 5.0, 5.0, [StepPoint(2, 3, 0.01)])
+    assert profiles.write_error is not None and str(blocker) in profiles.write_error
+    assert [len(w) for w in profiles.earlier("h m tp=1", 50.0, 5.0)] == [1]

@@ -20,6 +20,7 @@ from vtop.cli.options import (
     scrape_options,
     settings_from,
     step_profiles_of,
+    warn_unkept,
 )
 from vtop.core.config.effective_config import DiagnoseOptions
 from vtop.core.config.settings import Settings
@@ -105,7 +106,9 @@ def diagnose_main(argv: list[str]) -> int:
     diagnosis, session = judged_diagnosis(target, frames, rules, options)
     predictions = None
     if not args.no_predict:
-        predictions = primary_predictions(session, diagnosis, step_profiles_of(EXIT_UNKNOWN))
+        profiles = step_profiles_of(EXIT_UNKNOWN)
+        predictions = primary_predictions(session, diagnosis, profiles)
+        warn_unkept(profiles)
     if args.json:
         report = json_report(diagnosis)
         report["predictions"] = None if predictions is None else json_predictions(predictions)

@@ -4,6 +4,7 @@ file, then the environment (`VTOP_*`, `VLLM_API_KEY`), then the flags that were 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -123,6 +124,12 @@ def step_profiles_of(code: int) -> StepProfiles:
         return StepProfiles.default()
     except ProfileError as error:
         raise CliError(f"{error} (delete it to start the profiles afresh)", code) from None
+
+
+def warn_unkept(profiles: StepProfiles) -> None:
+    """Say on stderr when the step profile could not be written."""
+    if profiles.write_error is not None:
+        print(f"vtop: warning: {profiles.write_error}", file=sys.stderr)
 
 
 def log_text_of(settings: Settings, code: int) -> str | None:

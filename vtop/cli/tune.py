@@ -6,7 +6,14 @@ import argparse
 import asyncio
 
 from vtop.cli.errors import CliError
-from vtop.cli.options import add_rules_option, parser, rules_of, settings_from, step_profiles_of
+from vtop.cli.options import (
+    add_rules_option,
+    parser,
+    rules_of,
+    settings_from,
+    step_profiles_of,
+    warn_unkept,
+)
 from vtop.cli.serve import pick_server
 from vtop.core.manage.apply import Applied
 from vtop.core.manage.bench import BenchConfig, Lengths
@@ -66,6 +73,8 @@ def tune_main(argv: list[str]) -> int:
         step_profiles_of(EXIT_NOTHING),
     )
     result = asyncio.run(tune(state, options))
+    if options.profiles is not None:
+        warn_unkept(options.profiles)
     print("\n".join(tune_report(result)))
     return tune_exit_code(result)
 

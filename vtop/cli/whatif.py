@@ -17,6 +17,7 @@ from vtop.cli.options import (
     rules_of,
     settings_from,
     step_profiles_of,
+    warn_unkept,
 )
 from vtop.core.config.effective_config import DiagnoseOptions
 from vtop.core.ingest.sources.vllm_http import DEFAULT_URL
@@ -108,5 +109,6 @@ def whatif_main(argv: list[str]) -> int:
         )
     except CannotModelError as error:
         raise CliError(f"whatif: cannot model this window: {error}", EXIT_CANNOT) from None
+    warn_unkept(profiles)
     print(strict_json(json_whatif(prediction)) if args.json else text_whatif(prediction))
     return 0 if prediction.predicted is not None or not args.changes else EXIT_CANNOT

@@ -62,6 +62,9 @@ class StepProfiles:
 
     path: Path
     profiles: dict[str, list[Window]] = field(default_factory=dict)
+    write_error: str | None = None
+    """Why the last window could not be kept (learning is best effort: a read-only state
+    directory does not stop a diagnosis)."""
 
     @classmethod
     def default(cls) -> StepProfiles:
@@ -108,6 +111,12 @@ class StepProfiles:
         self.profiles[key] = windows[-KEPT_WINDOWS:]
         while len(self.profiles) > KEPT_PROFILES:
             self.profiles.pop(next(iter(self.profiles)))
+        try:
+            self._write()
+        except OSError as error:
+            self.write_error = f"{self.path}: cannot write the step profile: {error.strerror}"
+
+    def _write(self) -> None:
         private_directory(self.path.parent)
         partial = self.path.with_name(self.path.name + ".partial")
         with os.fdopen(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as out:
