@@ -8,13 +8,15 @@ knows, the model predicts it; then the server is restarted with that change (as 
 does: same flags but the one changed) and the same load is measured for a window. Prints one
 Markdown table per part for the README.
 
-Run: python -m benchmarks.bench_whatif_real   (needs VTOP_VLLM_PYTHON or .venv-vllm)
+Run: python -m benchmarks.bench_whatif_real   (needs VTOP_VLLM_PYTHON or .venv-vllm; with
+VTOP_BENCH_SAVE=DIR every window is also written there as a recording)
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -36,6 +38,7 @@ from tests.support.incidents import (
 )
 from tests.support.vllm_harness.server import CACHE, ServerPool, VllmServer
 from vtop.core.frame import Frame
+from vtop.core.ingest.recorder import RecordingWriter
 from vtop.core.rules.engine import ProposedChange
 from vtop.core.rules.loader import load_rules
 from vtop.core.whatif.calibrate import CannotModelError
@@ -113,6 +116,7 @@ async def main() -> None:
             server = pool.get(incident.spec)
             recorded = await provoke(server, incident)
             frames = recorded.windows[0]
+            saved(incident.name, frames)
             try:
                 model = calibrated(server, frames, profiles)
             except CannotModelError as refused:
@@ -135,6 +139,18 @@ async def main() -> None:
     print("\nbefore / predicted from the window alone / with the profile / measured after")
     print(header("incident: change", list(FIGURES)))
     print("\n".join(prediction_rows))
+
+
+def saved(name: str, frames: list[Frame]) -> None:
+    """The window as a recording in $VTOP_BENCH_SAVE (for `vtop whatif` on it later)."""
+    directory = os.environ.get("VTOP_BENCH_SAVE")
+    if not directory:
+        return
+    Path(directory).mkdir(parents=True, exist_ok=True)
+    stem = "".join(c if c.isalnum() else "-" for c in name).strip("-")
+    with RecordingWriter(Path(directory) / f"{stem}.vtoprec") as writer:
+        for frame in frames:
+            writer.write(frame)
 
 
 def step_cell(model: Calibration) -> str:
@@ -163,6 +179,7 @@ async def check_prediction(
     flags = {change.flag: float(change.proposed or 0)}
     changed = after_change(pool, incident, change)
     after_frames = await same_load(changed, incident, clients)
+    saved(f"{incident.name} after {change.as_flag()}", after_frames)
     remembered(changed, after_frames, profiles)
     parts = {
         "before": alone.measured,
