@@ -57,9 +57,10 @@ def fit_step_cost(
     """The cost that fits the window, with those earlier windows that agree with it: a
     constant unless the points identify a cost per request or per token that fits clearly
     better. A cost per token read off slices of one mix would charge a 400-token prefill like
-    400 decodes, so a part is only fitted where its figure varies. An earlier window the joint
-    line misses by more than the window's tolerance is left out, the worst first (another load
-    on another day: streamed or not, another host's neighbours)."""
+    400 decodes, so a part is only fitted where its figure varies. While the joint line misses
+    an earlier window by over AGREE, or the window itself by over WINDOW_FIT, the earlier window
+    it misses most is left out (another load on another day: streamed or not, other neighbours
+    on the host)."""
     if not window:
         raise ValueError("no slices to fit")
     alone = _best(list(window))
