@@ -69,13 +69,25 @@ def handler_for(behaviour: Behaviour) -> type[BaseHTTPRequestHandler]:
                 if behaviour.mode == "stall" and index == 2:
                     time.sleep(1.5)
                     return
-                self.wfile.write(sse({"choices": [{"text": f"t{index}"}]}))
+                if behaviour.mode == "unicode":
+                    self._write_bytewise(index)
+                else:
+                    self.wfile.write(sse({"choices": [{"text": f"t{index}"}]}))
                 self.wfile.flush()
                 time.sleep(behaviour.gap_s)
             usage = {"completion_tokens": behaviour.tokens, "prompt_tokens": 3}
             self.wfile.write(sse({"choices": [], "usage": usage}) + b"data: [DONE]\n\n")
             self.wfile.flush()
             self.close_connection = True
+
+        def _write_bytewise(self, index: int) -> None:
+            """An event whose JSON holds raw line and paragraph separators (as a model's text
+            may), ended by CRLF, sent a byte at a time (multi-byte characters split)."""
+            text = f"t{index}\u2028\u2029\x85\x1c\x0b€"
+            event = "data: " + json.dumps({"choices": [{"text": text}]}, ensure_ascii=False)
+            for byte in (event + "\r\n\r\n").encode():
+                self.wfile.write(bytes([byte]))
+                self.wfile.flush()
 
         def log_message(self, format: str, *args: object) -> None:
             return
@@ -100,6 +112,14 @@ async def test_streaming_run_measures_ttft_itl_and_tokens() -> None:
     assert report.tpot.p50 is not None and report.tpot.p50 > 0
     assert behaviour.bodies[0]["model"] == "fake-model"
     assert behaviour.bodies[0]["ignore_eos"] is True
+
+
+async def test_text_with_unicode_line_separators_is_one_event_line() -> None:
+    behaviour = Behaviour("unicode", tokens=3, gap_s=0.0)
+    with fake_openai(behaviour) as url:
+        report = await Bench(BenchConfig(url=url, concurrency=2, num_requests=4)).run()
+    assert report.failed == 0 and report.completed == 4, report.errors
+    assert report.total_output_tokens == 12 and report.itl.p50 is not None
 
 
 async def test_stalled_stream_is_reported_as_such() -> None:

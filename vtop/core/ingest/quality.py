@@ -46,10 +46,10 @@ class QualityChecker:
         ]
         lines: list[str] | None = None
         for kind, found in store_defects.items():
-            lines = lines if lines is not None else scrape.raw_text.splitlines()
+            lines = lines if lines is not None else scrape.raw_text.split("\n")
             defects += [_located(kind, series, lines) for series in found]
         for series in self._unordered_buckets(scrape.samples):
-            lines = lines if lines is not None else scrape.raw_text.splitlines()
+            lines = lines if lines is not None else scrape.raw_text.split("\n")
             defects.append(_located("histogram buckets not monotonic", series, lines))
         return tuple(defects)
 

@@ -137,11 +137,31 @@ class StreamStalledError(Exception):
     """The server sent nothing for longer than the stall timeout in the middle of a stream."""
 
 
+MAX_SSE_LINE = 1 << 20
+"""Bytes one event line may hold before the stream is taken as not an event stream."""
+
+
+async def sse_lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[str]:
+    """The lines of an event stream, split only at CR, LF or CRLF as the SSE format says.
+    httpx's `aiter_lines` also splits at U+2028, U+0085 and the like, which a model may
+    generate inside a JSON string (a random-weight one often does)."""
+    pending = b""
+    async for chunk in chunks:
+        pending += chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        *complete, pending = pending.split(b"\n")
+        for line in complete:
+            yield line.decode("utf-8", errors="replace")
+        if len(pending) > MAX_SSE_LINE:
+            raise ValueError(f"an event line over {MAX_SSE_LINE} bytes")
+    if pending:
+        yield pending.decode("utf-8", errors="replace")
+
+
 async def sse_events(
     response: httpx.Response, stall_timeout_s: float
 ) -> AsyncIterator[dict[str, Any]]:
     """Decoded `data:` events of a server-sent-event stream."""
-    lines = response.aiter_lines()
+    lines = sse_lines(response.aiter_bytes())
     while True:
         try:
             line = await asyncio.wait_for(anext(lines), stall_timeout_s)
