@@ -5,13 +5,12 @@ so a window of one batch size can still say how the step time grows with the bat
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from vtop.core.config.server_config import ServerConfig
-from vtop.core.manage.process import private_directory, state_dir
+from vtop.core.manage.process import private_directory, state_dir, write_private
 from vtop.core.store.store import Store
 from vtop.core.whatif.step_time import StepPoint
 
@@ -118,11 +117,8 @@ class StepProfiles:
 
     def _write(self) -> None:
         private_directory(self.path.parent)
-        partial = self.path.with_name(self.path.name + ".partial")
-        with os.fdopen(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as out:
-            json.dump({k: [w.plain() for w in ws] for k, ws in self.profiles.items()}, out)
-        os.chmod(partial, 0o600)
-        partial.replace(self.path)
+        plain = {k: [w.plain() for w in ws] for k, ws in self.profiles.items()}
+        write_private(self.path, json.dumps(plain))
 
 
 def _checked(path: Path, data: object) -> dict[str, list[Window]]:
