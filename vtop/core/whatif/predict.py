@@ -24,7 +24,7 @@ from vtop.core.whatif.calibrate import (
     workload_of,
 )
 from vtop.core.whatif.profile import StepProfiles, profile_key
-from vtop.core.whatif.scheduler import EngineConfig, Outcome, simulate
+from vtop.core.whatif.scheduler import EngineConfig, Outcome, quantile, simulate
 from vtop.core.whatif.step_time import fit_step_cost
 
 FLAGS = (
@@ -108,10 +108,8 @@ def _ttft_bounds(store: Store, target: str) -> list[float]:
 
 def _bucketed(ttft_s: list[float], bounds: list[float], q: float) -> float | None:
     """A simulated TTFT quantile read through the server's buckets, as the measured one is."""
-    if not ttft_s:
-        return None
-    if not bounds:
-        return sorted(ttft_s)[min(len(ttft_s) - 1, int(q * len(ttft_s)))]
+    if not ttft_s or not bounds:
+        return quantile(ttft_s, q)
     counts = [float(sum(1 for t in ttft_s if t <= bound)) for bound in bounds]
     return bucket_quantile(q, list(zip(bounds, counts, strict=True)))
 

@@ -91,10 +91,15 @@ class Outcome:
 
     def ttft_quantile(self, q: float) -> float | None:
         """The q-quantile of the first-token times (None without any)."""
-        if not self.ttft_s:
-            return None
-        ordered = sorted(self.ttft_s)
-        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+        return quantile(self.ttft_s, q)
+
+
+def quantile(values: list[float], q: float) -> float | None:
+    """The q-quantile of the values, one of them (None without any)."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 class _Engine:
