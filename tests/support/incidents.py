@@ -4,8 +4,8 @@ A scenario names its precondition (requests waiting through the window, running 
 cap, steps at the budget, the pool full). The load runs in its own process (`vtop bench`), so
 neither the watcher nor the diagnosis can starve it; the watcher scrapes with vtop's own source.
 If a recorded window does not show the precondition, the load grows (more clients, longer
-prompts) and is tried again; if it never holds, the test fails with the figures measured, not with
-a wrong verdict.
+prompts) and is tried again (the same load where the server answered too few scrapes to judge);
+if it never holds, the test fails with the figures measured, not with a wrong verdict.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from tests.support.scenarios import LIGHT, SEQ_LIMITED, SMALL_BUDGET, STORM
 from tests.support.vllm_harness.server import ROOT, ServerSpec, VllmServer
-from vtop.core.config.inference import EngineWindow, engine_windows
+from vtop.core.config.inference import MIN_SCRAPES, EngineWindow, engine_windows
 from vtop.core.config.server_config import ServerConfig
 from vtop.core.frame import Frame
 from vtop.core.ingest.poller import poll
@@ -166,6 +166,12 @@ def lost_precondition(incident: Incident, recorded: list[list[Frame]]) -> str | 
     return None
 
 
+def answered(recorded: list[list[Frame]]) -> bool:
+    """The server answered enough scrapes of every window to judge it (a machine too busy to
+    answer is tried again with the same load: a larger one would only starve it more)."""
+    return all(measure(frames).scrapes >= MIN_SCRAPES for frames in recorded)
+
+
 def figures(window: EngineWindow) -> str:
     """What a precondition failure prints."""
     return ", ".join(f"{f.name}={getattr(window, f.name)!r}" for f in dataclasses.fields(window))
@@ -187,7 +193,8 @@ async def provoke(server: VllmServer, incident: Incident, windows: int = 1) -> R
             kept = [f"{load}: holds [{figures(measure(frames))}]" for frames in recorded]
             return Recorded(incident, load, recorded, measured + kept)
         measured.append(f"{load}: {lost}")
-        load = incident.grow(load, incident.spec)
+        if answered(recorded):
+            load = incident.grow(load, incident.spec)
     raise AssertionError(
         f"{incident.name}: precondition never held after {ATTEMPTS} loads:\n" + "\n".join(measured)
     )
@@ -280,6 +287,14 @@ def traffic(window: EngineWindow, spec: ServerSpec) -> str | None:
     return None if window.generated > 0 else "no token generated"
 
 
+def longer_prompts(load: Load, spec: ServerSpec) -> Load:
+    """Prompts as long as the context allows, half as many clients again: each request holds
+    the budget for more steps, and the API server has fewer requests to pass per step (on a
+    starved machine more clients only slow it)."""
+    room = spec.max_model_len - load.output - 8
+    return dataclasses.replace(load, clients=min(load.clients * 3 // 2, 24), prompt=room)
+
+
 def more_clients(load: Load, spec: ServerSpec) -> Load:
     """Twice the clients, prompts half as long again (within the context)."""
     room = spec.max_model_len - load.output - 8
@@ -288,7 +303,9 @@ def more_clients(load: Load, spec: ServerSpec) -> Load:
     )
 
 
-BUDGET = Incident("token budget 64", SMALL_BUDGET, Load(16, 400, 8), at_token_budget, more_clients)
+BUDGET = Incident(
+    "token budget 64", SMALL_BUDGET, Load(12, 800, 8), at_token_budget, longer_prompts
+)
 SEQ_CAP = Incident("max-num-seqs 2", SEQ_LIMITED, Load(16, 256, 32), at_sequence_cap, more_clients)
 NO_CACHE = Incident(
     "prefix caching off", SMALL_BUDGET, Load(2, 160, 16, shared_prefix=128), traffic
