@@ -20,11 +20,17 @@ import httpx
 import pytest
 
 from tests.support.scenarios import warm_up
-from tests.support.vllm_harness.server import ServerSpec, free_port, model_dir, vllm_python
+from tests.support.vllm_harness.server import (
+    FAST_START,
+    ServerSpec,
+    free_port,
+    model_dir,
+    vllm_python,
+)
 from vtop.core.manage.apply import Applied, apply_and_verify
 from vtop.core.manage.bench import Bench, BenchConfig, Lengths
 from vtop.core.manage.process import ServerState, is_alive, managed, read_log, reap
-from vtop.core.manage.tune import TuneOptions, measure_window, measurement, tune
+from vtop.core.manage.tune import TuneOptions, tune
 from vtop.core.manage.verdict import Measurement
 from vtop.core.rules.engine import ProposedChange
 from vtop.core.rules.loader import load_rules
@@ -117,6 +123,7 @@ def serve_argv(port: int) -> list[str]:
         "HF_HUB_OFFLINE=1",
         "--env",
         "VLLM_CPU_KVCACHE_SPACE=1",
+        *(word for key, value in FAST_START.items() for word in ("--env", f"{key}={value}")),
         "--",
         *flags,
         *STORM.flags(),
@@ -182,7 +189,8 @@ async def tune_and_roll_back(state: ServerState, env: dict[str, str]) -> ServerS
 
     On this CPU build the extra concurrency can be worth more than the recomputation it causes,
     so either outcome can be right: the test checks that vtop's decision matches its own
-    measurements. When the fix is kept, a worse change (max-num-seqs 32) must be rolled back.
+    measurements. Then a change vLLM refuses at startup must be rolled back to the flags in
+    force, whichever they are.
     """
     await Bench(warm_up(state.url, 16)).run()
     directory = Path(env["VTOP_STATE_DIR"])
@@ -198,27 +206,26 @@ async def tune_and_roll_back(state: ServerState, env: dict[str, str]) -> ServerS
     costly = after_tok_s < 0.9 * before_tok_s
     noisy = "within the noise" in tuned.verdict.reason
     assert tuned.rolled_back == (costly or noisy), (tuned.before, tuned.after, tuned.verdict)
+    assert tuned.rolled_back or tuned.kept
     good_argv = tuned.state.argv
-    if not tuned.rolled_back:
-        tuned = await worsen(tuned, options)
-        assert tuned.verdict is not None and not tuned.verdict.improved
+    tuned = await refused(tuned, options)
+    assert tuned.verdict is None and "refused the configuration" in tuned.problem, tuned
     assert tuned.rolled_back and healthy(tuned.state.url) and tuned.state.argv == good_argv
     audit = (directory / "audit.log").read_text()
     assert '"action": "apply"' in audit and '"action": "rollback"' in audit
     return tuned.state
 
 
-async def worsen(kept: Applied, options: TuneOptions) -> Applied:
-    """Raise max-num-seqs back up under the same storm: preemptions return, vtop rolls back."""
-    assert kept.after is not None
-    change = ProposedChange("--max-num-seqs", None, 32.0, "test", "more preemptions")
+async def refused(tuned: Applied, options: TuneOptions) -> Applied:
+    """A value vLLM's own config validation refuses (max-num-seqs 0): the restart fails with
+    vLLM's reason, nothing is measured, and vtop restarts the server on the flags it had."""
+    change = ProposedChange("--max-num-seqs", None, 0.0, "test", "vLLM refuses it")
 
     async def after(state: ServerState) -> Measurement:
-        frames, report = await measure_window(state.url, storm_load(state.url))
-        return measurement(frames, report)
+        raise AssertionError(f"a refused configuration was measured: {state.argv}")
 
     return await apply_and_verify(
-        kept.state, kept.finding, change, kept.after, after, options.directory
+        tuned.state, tuned.finding, change, tuned.before, after, options.directory
     )
 
 
