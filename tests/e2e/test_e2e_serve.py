@@ -1,4 +1,5 @@
-"""A real vLLM managed by vtop: outlives vtop (SIGKILL, SIGHUP), re-attach, tune, roll back, exit.
+"""A real vLLM managed by vtop: outlives vtop (SIGKILL, SIGHUP), re-attach, tune (its restarts seen
+as counter resets by a source scraping through them), roll back, exit.
 
 One server lifecycle in order (each vLLM start costs a minute or two on this machine).
 """
@@ -27,6 +28,7 @@ from tests.support.vllm_harness.server import (
     model_dir,
     vllm_python,
 )
+from tests.support.watch import Watcher
 from vtop.core.manage.apply import Applied, apply_and_verify
 from vtop.core.manage.bench import Bench, BenchConfig, Lengths
 from vtop.core.manage.process import ServerState, is_alive, managed, read_log, reap
@@ -189,13 +191,18 @@ async def tune_and_roll_back(state: ServerState, env: dict[str, str]) -> ServerS
 
     On this CPU build the extra concurrency can be worth more than the recomputation it causes,
     so either outcome can be right: the test checks that vtop's decision matches its own
-    measurements. Then a change vLLM refuses at startup must be rolled back to the flags in
-    force, whichever they are.
+    measurements. When the fix is kept, a change vLLM refuses at startup must be rolled back
+    to it, so every run rolls back once on the real server.
     """
     await Bench(warm_up(state.url, 16)).run()
     directory = Path(env["VTOP_STATE_DIR"])
     options = TuneOptions(load_rules(), directory, storm_load, warmup=lambda url: warm_up(url, 16))
-    tuned = await tune(state, options)
+    watcher = Watcher(state.url, interval=2.0)
+    try:
+        tuned = await watcher.during(tune(state, options))
+        assert_restarts_are_counter_resets(watcher)
+    finally:
+        await watcher.close()
     assert isinstance(tuned, Applied), tuned
     assert tuned.finding.rule.id == "M1", tuned.problem
     assert tuned.before is not None and tuned.after is not None and tuned.verdict is not None
@@ -206,14 +213,28 @@ async def tune_and_roll_back(state: ServerState, env: dict[str, str]) -> ServerS
     costly = after_tok_s < 0.9 * before_tok_s
     noisy = "within the noise" in tuned.verdict.reason
     assert tuned.rolled_back == (costly or noisy), (tuned.before, tuned.after, tuned.verdict)
-    assert tuned.rolled_back or tuned.kept
     good_argv = tuned.state.argv
-    tuned = await refused(tuned, options)
-    assert tuned.verdict is None and "refused the configuration" in tuned.problem, tuned
+    if tuned.kept:
+        tuned = await refused(tuned, options)
+        assert tuned.verdict is None and "refused the configuration" in tuned.problem, tuned
     assert tuned.rolled_back and healthy(tuned.state.url) and tuned.state.argv == good_argv
     audit = (directory / "audit.log").read_text()
     assert '"action": "apply"' in audit and '"action": "rollback"' in audit
     return tuned.state
+
+
+def assert_restarts_are_counter_resets(watcher: Watcher) -> None:
+    """A source that scraped the same port through the tune's restarts saw each as a restart
+    (counters reset), never a negative rate, and counts the tokens on both sides of it."""
+    assert watcher.restarts, watcher.events
+    store, now = watcher.store, time.time()
+    name = "vllm:generation_tokens_total"
+    rates = store.sum_by(store.rate, name, now, now - watcher.started + 1)
+    assert rates and all(rate >= 0 for rate in rates.values()), rates
+    [whole] = store.sum_by(store.increase, name, now, now - watcher.started + 1).values()
+    [since] = store.sum_by(store.increase, name, now, now - watcher.restarts[0]).values()
+    assert 0 < since < whole, (since, whole)
+    assert watcher.frames[-1].scrapes[0].ok
 
 
 async def refused(tuned: Applied, options: TuneOptions) -> Applied:

@@ -157,30 +157,6 @@ async def test_light_load_has_no_preemptions_and_no_waiting(vllm_pool: ServerPoo
     assert generated == 10 * 32
 
 
-async def test_restart_is_a_counter_reset_not_a_negative_rate(vllm_pool: ServerPool) -> None:
-    server = vllm_pool.get(LIGHT)
-    watcher = Watcher(server.url)
-    small = BenchConfig(
-        url=server.url,
-        concurrency=2,
-        num_requests=4,
-        prompt_tokens=Lengths(16, 16),
-        output_tokens=Lengths(16, 16),
-    )
-    await watcher.during(Bench(small).run())
-    server.restart()  # same port: the same source keeps scraping
-    await watcher.during(Bench(small).run())
-    assert "counter_reset" in watcher.events or "restart" in watcher.events
-    store, now = watcher.store, time.time()
-    rates = store.sum_by(store.rate, "vllm:generation_tokens_total", now, 900)
-    assert all(rate >= 0 for rate in rates.values())
-    [generated] = store.sum_by(store.increase, "vllm:generation_tokens_total", now, 900).values()
-    assert generated >= 4 * 16  # post-restart tokens counted, nothing negative
-    frame = await poll([watcher.source], None, now + 1)
-    assert frame.scrapes[0].ok
-    await watcher.close()
-
-
 async def test_kv_model_reproduces_the_servers_own_kv_cache_size(vllm_pool: ServerPool) -> None:
     server = vllm_pool.get(LIGHT)
     logged, _ = from_log(server.log_text())

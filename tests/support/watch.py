@@ -7,13 +7,14 @@ import time
 from collections.abc import Awaitable
 from typing import TypeVar
 
-from vtop.core.frame import Frame
+from vtop.core.frame import EventKind, Frame
 from vtop.core.ingest.poller import poll
 from vtop.core.ingest.sources.vllm_http import ScrapeOptions, VllmHttpSource
 from vtop.core.session.summary import TargetSummary, summarize
 from vtop.core.store.store import Store
 
 T = TypeVar("T")
+RESET_KINDS = (EventKind.RESTART, EventKind.COUNTER_RESET)
 
 
 class Watcher:
@@ -27,13 +28,17 @@ class Watcher:
         self.summaries: list[TargetSummary] = []
         self.frames: list[Frame] = []
         self.events: list[str] = []
+        self.restarts: list[float] = []
+        """When the store saw the server restart or a counter reset."""
 
     async def tick(self) -> None:
         """One scrape into the store."""
         now = time.time()
         frame = await poll([self.source], None, now)
         self.frames.append(frame)
-        self.events += [event.kind for event in self.store.ingest(frame)]
+        events = self.store.ingest(frame)
+        self.events += [event.kind for event in events]
+        self.restarts += [e.timestamp for e in events if e.kind in RESET_KINDS]
         self.summaries.append(summarize(self.store, self.source.target, now, 5.0))
 
     async def during(self, work: Awaitable[T], after_s: float = 0.0) -> T:
