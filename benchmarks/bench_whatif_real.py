@@ -170,11 +170,12 @@ async def check_prediction(
     frames: list[Frame],
     clients: int,
 ) -> list[str]:
-    """The primary change predicted two ways and measured (its window kept in the profile)."""
+    """The primary change predicted two ways and measured (its window kept in the profile); a
+    way whose replay misses the window predicts nothing, as `vtop whatif` refuses to."""
     alone = calibrated(server, frames)
     with_profile = calibrated(server, frames, profiles)
     change = proposal(server, frames)
-    if change is None or alone.misses:
+    if change is None or (alone.misses and with_profile.misses):
         return []
     flags = {change.flag: float(change.proposed or 0)}
     changed = after_change(pool, incident, change)
@@ -183,12 +184,13 @@ async def check_prediction(
     remembered(changed, after_frames, profiles)
     parts = {
         "before": alone.measured,
-        "alone": predict(alone, flags),
+        "alone": predict(alone, flags) if not alone.misses else {},
         "profile": predict(with_profile, flags) if not with_profile.misses else {},
         "measured": window_figures(changed, after_frames),
     }
     line = row(f"{incident.name}: `{change.as_flag()}`", parts)
-    print(line, f"profile step: {step_cell(with_profile)}", flush=True)
+    refused = f"; alone refused: {'; '.join(alone.misses)}" if alone.misses else ""
+    print(line, f"profile step: {step_cell(with_profile)}{refused}", flush=True)
     return [line]
 
 
