@@ -126,7 +126,7 @@ def test_whatif_keeps_the_step_profile_privately_and_a_damaged_one_is_an_error(
     before = vtop("whatif", str(DEMO), "--to", "75", "--json", env=env)
     after = vtop("whatif", str(DEMO), "--from", "105", "--json", env=env)
     assert before.code == 0 and after.code == 0, before.err + after.err
-    profile = tmp_path / "state" / "step-profiles.json"
+    profile = tmp_path / "state" / "profiles" / "step-profiles.json"
     assert profile.stat().st_mode & 0o777 == 0o600
     assert (tmp_path / "state").stat().st_mode & 0o777 == 0o700
     windows = next(iter(json.loads(profile.read_text()).values()))

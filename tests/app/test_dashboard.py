@@ -24,7 +24,8 @@ from vtop.core.ingest.feeds import LiveFeed, ReplayFeed
 from vtop.core.ingest.sources.nvml import NvmlSource
 from vtop.core.ingest.sources.process_log import LogTail
 from vtop.core.ingest.sources.vllm_http import ScrapeOptions, VllmHttpSource
-from vtop.core.manage.process import ServerState, keep_reaped, start, stop
+from vtop.core.manage.process import start, stop
+from vtop.core.process_state import ServerState, keep_reaped
 from vtop.core.rules.engine import Finding
 from vtop.core.rules.loader import load_rules
 from vtop.ui import actions as ui_actions

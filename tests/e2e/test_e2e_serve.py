@@ -31,9 +31,9 @@ from tests.support.vllm_harness.server import (
 from tests.support.watch import Watcher
 from vtop.core.manage.apply import Applied, apply_and_verify
 from vtop.core.manage.bench import Bench, BenchConfig, Lengths
-from vtop.core.manage.process import ServerState, is_alive, managed, read_log, reap
-from vtop.core.manage.tune import TuneOptions, tune
 from vtop.core.manage.verdict import Measurement
+from vtop.core.ops.tune import TuneOptions, tune
+from vtop.core.process_state import ServerState, is_alive, managed, read_log, reap
 from vtop.core.rules.engine import ProposedChange
 from vtop.core.rules.loader import load_rules
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import yaml
 
 from tests.support.promql_strategies import EVAL_TIMES_S, INTERVAL_S, Case
+from vtop.core.ops.rule_unittest import case_frames
 from vtop.core.rules.promql.evaluator import FLEET, Context, EvaluationError, evaluate_named
 from vtop.core.rules.promql.parser import PromQLError, parse
-from vtop.core.rules.rule_tests import case_frames
 from vtop.core.store.store import Store
 
 Answer = dict[frozenset[tuple[str, str]], float] | str

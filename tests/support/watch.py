@@ -10,8 +10,8 @@ from typing import TypeVar
 from vtop.core.frame import EventKind, Frame
 from vtop.core.ingest.poller import poll
 from vtop.core.ingest.sources.vllm_http import ScrapeOptions, VllmHttpSource
-from vtop.core.session.summary import TargetSummary, summarize
 from vtop.core.store.store import Store
+from vtop.core.store.summary import TargetSummary, summarize
 
 T = TypeVar("T")
 RESET_KINDS = (EventKind.RESTART, EventKind.COUNTER_RESET)

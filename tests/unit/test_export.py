@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from vtop.core.config.server_config import NUMERIC
+from vtop.core.ops.export_unittest import go_value
 from vtop.core.rules.export import ExportOptions, export_rules, per_instance
-from vtop.core.rules.export_tests import go_value
 from vtop.core.rules.loader import load_rules
 from vtop.core.rules.promql.parser import parse
 from vtop.core.rules.promql.printer import to_text

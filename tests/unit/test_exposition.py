@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from tests.support.exposition import LABEL, LABEL_VALUE, NAME, VALUE, canonical
 from tests.support.payloads import FIXTURES, fixture, lora_payload, multi_engine
-from vtop.core.ingest.exposition import ExpositionParser, family_of, reference_samples
+from vtop.core.catalog import family_of
+from vtop.core.ingest.exposition import ExpositionParser, reference_samples
 
 
 def assert_same_as_reference(text: str, openmetrics: bool = False) -> None:

@@ -6,8 +6,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.support.exposition import LABEL, LABEL_VALUE, NAME, VALUE, canonical
+from vtop.core.catalog import family_of
 from vtop.core.frame import Sample, ScrapeStatus, Series, TargetScrape
-from vtop.core.ingest.exposition import ExpositionParser, family_of, reference_samples
+from vtop.core.ingest.exposition import ExpositionParser, reference_samples
 from vtop.core.ingest.exposition_writer import exposition_text, render
 
 LABEL_SETS = st.lists(

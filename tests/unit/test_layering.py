@@ -1,8 +1,11 @@
-"""The lint contract: vtop.core never imports Textual, plotext or vtop.ui (checked two ways)."""
+"""The import contracts: vtop.core never imports Textual, plotext or vtop.ui (checked two ways),
+and the floors hold (every import runs down the stack in pyproject.toml)."""
 
 from __future__ import annotations
 
 import ast
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -40,3 +43,20 @@ def test_importing_core_loads_no_ui_module() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_the_floors_contract_breaks_on_an_import_that_runs_up(tmp_path: Path) -> None:
+    """The layers contract is real: a copy of the tree with one import from the store up into
+    the session is refused (and the tree itself is kept)."""
+    shutil.copytree(ROOT / "vtop", tmp_path / "vtop", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    wrong = tmp_path / "vtop" / "core" / "store" / "upward.py"
+    wrong.write_text("from vtop.core.session.session import Session\n\n__all__ = ['Session']\n")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    lint = [str(Path(sys.executable).with_name("lint-imports")), "--no-cache"]
+    broken = subprocess.run(lint, cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert broken.returncode != 0, broken.stdout
+    assert "vtop.core.store.upward -> vtop.core.session.session" in broken.stdout, broken.stdout
+    wrong.unlink()
+    kept = subprocess.run(lint, cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert kept.returncode == 0, kept.stdout

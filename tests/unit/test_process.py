@@ -15,17 +15,8 @@ from vtop.core.config.startup_failures import explain_failure
 from vtop.core.ingest.feeds import LiveFeed
 from vtop.core.ingest.sources.process_log import LogTail
 from vtop.core.ingest.sources.vllm_http import ScrapeOptions, VllmHttpSource
-from vtop.core.manage.process import (
-    ServerState,
-    is_alive,
-    keep_reaped,
-    load_states,
-    port_of,
-    restart,
-    start,
-    state_dir,
-    stop,
-)
+from vtop.core.manage.process import port_of, restart, start, stop
+from vtop.core.process_state import ServerState, is_alive, keep_reaped, load_states, state_dir
 
 SLEEPER = "import os, sys, time; print('started', os.getpid(), flush=True); time.sleep(600)"
 WITH_GRANDCHILD = (

@@ -8,11 +8,11 @@ import math
 import pytest
 
 from tests.support.frames import TARGET, frame_from_text
+from vtop.core.ops.rule_unittest import expand
 from vtop.core.rules.engine import Engine
 from vtop.core.rules.loader import load_rules
 from vtop.core.rules.promql.evaluator import Context, EvaluationError, evaluate, evaluate_named
 from vtop.core.rules.promql.parser import PromQLError, parse
-from vtop.core.rules.rule_tests import expand
 from vtop.core.store.store import Store
 
 WAITING = """# TYPE vllm:num_requests_waiting gauge

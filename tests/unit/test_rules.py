@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from vtop.core.ops.rule_unittest import expand, run_rule_tests
 from vtop.core.rules.loader import PACKAGED, load_rules
 from vtop.core.rules.rule import RuleFileError
 from vtop.core.rules.rule_file import load_rule_file
-from vtop.core.rules.rule_tests import expand, run_rule_tests
 
 
 def test_packaged_rule_tests_pass_and_cover_every_rule() -> None:

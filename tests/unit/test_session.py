@@ -10,9 +10,10 @@ import vtop.core.session.session as session_module
 from tests.support.frames import TARGET, down_frame, frame, frame_from_text, frame_from_texts
 from tests.support.payloads import fixture
 from tests.support.storm import storm
+from vtop.core.catalog import family_of
 from vtop.core.config.effective_config import DiagnoseOptions
 from vtop.core.frame import Frame
-from vtop.core.ingest.exposition import ExpositionParser, family_of
+from vtop.core.ingest.exposition import ExpositionParser
 from vtop.core.rules.loader import load_rules
 from vtop.core.session.session import Session
 

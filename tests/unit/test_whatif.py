@@ -7,12 +7,12 @@ import pytest
 
 from tests.support.demo import APPLIED, FRAMES
 from vtop.core.config.effective_config import DiagnoseOptions
+from vtop.core.ops.rank import primary_predictions
 from vtop.core.rules.loader import load_rules
 from vtop.core.session.diagnose import judged_diagnosis, judged_window
 from vtop.core.session.session import Session
 from vtop.core.whatif.calibrate import CannotModelError, measure
 from vtop.core.whatif.predict import whatif
-from vtop.core.whatif.rank import primary_predictions
 from vtop.core.whatif.scheduler import EngineConfig, StepCost, Workload, simulate
 
 COST = StepCost(0.01, 0.0001)

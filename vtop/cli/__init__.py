@@ -1,14 +1,15 @@
 """The command line: argv -> a command of the table -> its exit code.
 
 Every mistake is a CliError printed once as `vtop: error: ...` with its exit code; a closed
-pipe (`vtop ... | head`) ends quietly; an unknown word close to a command is a typo, not a
-host name.
+pipe (`vtop ... | head`) ends the process by SIGPIPE, quietly, as Unix tools do (never exit 0 by
+chance); an unknown word close to a command is a typo, not a host name.
 """
 
 from __future__ import annotations
 
 import difflib
 import os
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -43,10 +44,12 @@ def dispatch(args: list[str]) -> int:
     """Run the command the arguments name (the dashboard when the first is not a command)."""
     if args and args[0] in COMMANDS:
         return COMMANDS[args[0]].run(args[1:])
+    if args and args[0] == "help" and len(args) > 1:
+        return dispatch([args[1], "--help"])
     if args and args[0] in ("-h", "--help", "help"):
         print(usage(), end="")
         return 0
-    if args and args[0] == "--version":
+    if args and args[0] in ("-V", "--version"):
         print(f"vtop {__version__}")
         return 0
     if args and (meant := typo_of(args[0])) is not None:
@@ -59,6 +62,17 @@ def dispatch(args: list[str]) -> int:
     return monitor_main(args)
 
 
+def end_by_sigpipe() -> int:
+    """Output into a closed pipe: die by SIGPIPE, as `cat` and `grep` do, so that a script
+    (`set -o pipefail`) sees 141 and never a success the command did not earn. Python ignores
+    SIGPIPE; the default action is restored for this one signal."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGPIPE)
+    return 128 + signal.SIGPIPE
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `vtop` console script."""
     try:
@@ -67,9 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"vtop: error: {error.message}", file=sys.stderr)
         return error.code
     except BrokenPipeError:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return 0
+        return end_by_sigpipe()
     except KeyboardInterrupt:
         return 130
 

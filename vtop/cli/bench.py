@@ -12,7 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedCo
 from rich.table import Table
 
 from vtop.cli.options import parser as options_parser
-from vtop.core.ingest.sources.vllm_http import API_KEY_ENV, DEFAULT_URL
+from vtop.core.config.settings import API_KEY_ENV, DEFAULT_URL
 from vtop.core.manage.bench import Bench, BenchConfig, Lengths
 from vtop.core.manage.bench_report import BenchReport, Percentiles
 from vtop.core.redact import remembered

@@ -9,7 +9,8 @@ import time
 from pathlib import Path
 
 from vtop.cli.dashboard import live_feed
-from vtop.cli.frames import file_argument, read_frames
+from vtop.cli.errors import CliError
+from vtop.cli.frames import file_argument, never_answered, read_frames
 from vtop.cli.options import (
     add_rules_option,
     add_target_options,
@@ -85,5 +86,12 @@ def bundle_main(argv: list[str]) -> int:
     diagnosis = diagnose_frames(target, frames, rules_of(settings, EXIT_FAILED), options)
     output = args.output or Path(time.strftime("vtop-bundle-%Y%m%d-%H%M%S.tar.gz"))
     write_bundle(output, frames, bundle_contents(diagnosis, log_text, settings.vllm_args))
+    silent = never_answered(frames)
+    if silent is not None:
+        raise CliError(
+            f"no server answered in {len(frames)} frame(s), {output} holds only the failures: "
+            f"{silent}",
+            EXIT_FAILED,
+        )
     print(f"{output}: {len(frames)} frames, verdict {diagnosis.verdict}", file=sys.stderr)
     return 0

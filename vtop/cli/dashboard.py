@@ -18,13 +18,13 @@ from vtop.cli.options import (
     scrape_options,
     settings_from,
 )
-from vtop.core.config.settings import Settings
+from vtop.core.config.settings import DEFAULT_URL, Settings
 from vtop.core.ingest.feeds import Feed, LiveFeed, RecordingFeed, ReplayFeed
 from vtop.core.ingest.recorder import RecordingWriter
 from vtop.core.ingest.sources.nvml import NvmlSource
 from vtop.core.ingest.sources.prometheus import PrometheusClient, PrometheusFeed
-from vtop.core.ingest.sources.vllm_http import DEFAULT_URL, VllmHttpSource
-from vtop.core.manage.process import ServerState
+from vtop.core.ingest.sources.vllm_http import VllmHttpSource
+from vtop.core.process_state import ServerState
 from vtop.text.plain import run_plain
 
 DEMO_RECORDING = "storm.vtoprec"

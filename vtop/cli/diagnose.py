@@ -23,10 +23,10 @@ from vtop.cli.options import (
     warn_unkept,
 )
 from vtop.core.config.effective_config import DiagnoseOptions
-from vtop.core.config.settings import Settings
+from vtop.core.config.settings import DEFAULT_URL, Settings
 from vtop.core.frame import Frame
 from vtop.core.ingest.sources.prometheus import PrometheusError
-from vtop.core.ingest.sources.vllm_http import DEFAULT_URL
+from vtop.core.ops.rank import primary_predictions
 from vtop.core.rules.promql.parser import PromQLError, parse_duration
 from vtop.core.rules.rule import Rule
 from vtop.core.session.diagnose import (
@@ -36,7 +36,6 @@ from vtop.core.session.diagnose import (
     window_frames,
 )
 from vtop.core.strict_json import strict_json
-from vtop.core.whatif.rank import primary_predictions
 from vtop.text.report import fleet_json_report, fleet_text_report, json_report, text_report
 from vtop.text.whatif import json_predictions, text_predictions
 

@@ -45,6 +45,15 @@ def read_frames(path: Path) -> list[Frame]:
     return frames
 
 
+def never_answered(frames: list[Frame]) -> str | None:
+    """Why no server answered in any of the frames (the last failure of each), None when one
+    did."""
+    if any(scrape.ok for frame in frames for scrape in frame.scrapes):
+        return None
+    last = {s.target: f"{s.target} {s.status.value}: {s.error}" for f in frames for s in f.scrapes}
+    return "; ".join(last.values()) or "no scrape was taken"
+
+
 def between(frames: list[Frame], start_s: float | None, end_s: float | None) -> list[Frame]:
     """The frames from `start_s` to `end_s` seconds after the recording's first frame."""
     first = frames[0].timestamp

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
+from vtop.cli.errors import CliError
+from vtop.cli.options import fraction, not_negative_float, positive_float, positive_int
 from vtop.cli.options import parser as options_parser
 from vtop.core.config.kv import (
     GIB,
@@ -24,23 +25,33 @@ def kv_parser() -> argparse.ArgumentParser:
         "vtop kv", "KV bytes per token, capacity in tokens and concurrency for a model"
     )
     parser.add_argument("--model-config", type=Path, help="config.json or a model directory")
-    parser.add_argument("--layers", type=int, help="hidden layers (without --model-config)")
-    parser.add_argument("--kv-heads", type=int, help="KV heads (without --model-config)")
-    parser.add_argument("--head-dim", type=int, help="head dimension (without --model-config)")
+    parser.add_argument(
+        "--layers", type=positive_int, help="hidden layers (without --model-config)"
+    )
+    parser.add_argument("--kv-heads", type=positive_int, help="KV heads (without --model-config)")
+    parser.add_argument(
+        "--head-dim", type=positive_int, help="head dimension (without --model-config)"
+    )
     parser.add_argument("--dtype", default="bfloat16", help="model dtype (default bfloat16)")
     parser.add_argument("--kv-cache-dtype", default="auto", help="auto, fp8, ...")
-    parser.add_argument("--tp", type=int, default=1, help="tensor parallel size")
-    parser.add_argument("--pp", type=int, default=1, help="pipeline parallel size")
-    parser.add_argument("--block-size", type=int, default=16, help="tokens per KV block")
+    parser.add_argument("--tp", type=positive_int, default=1, help="tensor parallel size")
+    parser.add_argument("--pp", type=positive_int, default=1, help="pipeline parallel size")
+    parser.add_argument("--block-size", type=positive_int, default=16, help="tokens per KV block")
     budget = parser.add_mutually_exclusive_group()
-    budget.add_argument("--kv-memory-gib", type=float, help="KV memory per GPU, GiB")
-    budget.add_argument("--gpu-memory-gib", type=float, help="GPU memory, GiB (with --weights-gib)")
-    parser.add_argument(
-        "--gpu-memory-utilization", type=float, default=0.92, help="vLLM's share of the GPU"
+    budget.add_argument("--kv-memory-gib", type=positive_float, help="KV memory per GPU, GiB")
+    budget.add_argument(
+        "--gpu-memory-gib", type=positive_float, help="GPU memory, GiB (with --weights-gib)"
     )
-    parser.add_argument("--weights-gib", type=float, default=0.0, help="weights per GPU, GiB")
-    parser.add_argument("--activation-gib", type=float, default=0.0, help="activation reserve, GiB")
-    parser.add_argument("--seq-len", type=int, help="tokens per request (prompt + output)")
+    parser.add_argument(
+        "--gpu-memory-utilization", type=fraction, default=0.92, help="vLLM's share of the GPU"
+    )
+    parser.add_argument(
+        "--weights-gib", type=not_negative_float, default=0.0, help="weights per GPU, GiB"
+    )
+    parser.add_argument(
+        "--activation-gib", type=not_negative_float, default=0.0, help="activation reserve, GiB"
+    )
+    parser.add_argument("--seq-len", type=positive_int, help="tokens per request (prompt + output)")
     return parser
 
 
@@ -59,9 +70,10 @@ def kv_main(argv: list[str]) -> int:
     try:
         shape = shape_from(args)
         per_token = bytes_per_token(shape, args.kv_cache_dtype, args.tp, args.pp)
-    except (ValueError, KeyError, OSError) as error:
-        print(f"vtop kv: {error}", file=sys.stderr)
-        return 2
+    except OSError as error:
+        raise CliError(f"{error.filename}: {error.strerror or error}") from None
+    except (ValueError, KeyError) as error:
+        raise CliError(str(error)) from None
     mla = " (MLA latent, replicated per TP rank)" if shape.mla else ""
     print(
         f"model: {shape.layers} layers x {shape.kv_heads} KV heads x head_dim {shape.head_dim}, "
@@ -71,6 +83,11 @@ def kv_main(argv: list[str]) -> int:
     budget = _budget_bytes(args)
     if budget is None:
         return 0
+    if budget <= 0:
+        raise CliError(
+            "no memory is left for the KV cache: the weights and the activation reserve take "
+            "all of vLLM's share of the GPU"
+        )
     capacity = capacity_tokens(budget, per_token, args.block_size)
     print(f"KV budget per GPU: {budget / GIB:.2f} GiB -> capacity {capacity:,} tokens")
     if args.seq_len:

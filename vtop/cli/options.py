@@ -4,13 +4,15 @@ file, then the environment (`VTOP_*`, `VLLM_API_KEY`), then the flags that were 
 from __future__ import annotations
 
 import argparse
+import difflib
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from vtop.cli.errors import EXIT_USAGE, CliError
-from vtop.core.config.settings import PANELS, Settings, SettingsError, load_settings
-from vtop.core.ingest.sources.vllm_http import API_KEY_ENV, ScrapeOptions
+from vtop.core.config.settings import API_KEY_ENV, PANELS, Settings, SettingsError, load_settings
+from vtop.core.ingest.sources.vllm_http import ScrapeOptions
 from vtop.core.redact import remember
 from vtop.core.rules.loader import PACKAGED, load_rules
 from vtop.core.rules.rule import Rule, RuleFileError
@@ -34,11 +36,95 @@ class Formatter(argparse.ArgumentDefaultsHelpFormatter):
         return f"{text} (default: %(default)s)"
 
 
+class Parser(argparse.ArgumentParser):
+    """vtop's argument parser: flags are never abbreviated (`--model` must not silently mean
+    `--model-config`), and an unknown flag is answered with the one it is close to."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        kwargs.setdefault("formatter_class", Formatter)
+        super().__init__(*args, **kwargs)
+
+    def parse_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> argparse.Namespace:
+        """Parse, refusing unknown flags with a did-you-mean."""
+        parsed, unknown = self.parse_known_args(args, namespace)
+        if unknown:
+            self.error(self.unknown_message(unknown))
+        return parsed
+
+    def long_flags(self) -> set[str]:
+        """Every flag this parser and its subcommands take."""
+        flags = set(self._option_string_actions)
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub in action.choices.values():
+                    flags |= sub.long_flags() if isinstance(sub, Parser) else set()
+        return flags
+
+    def unknown_message(self, unknown: list[str]) -> str:
+        """`unrecognized arguments: --modle x (did you mean --model?)`."""
+        message = f"unrecognized arguments: {' '.join(unknown)}"
+        flag = next((word.split("=", 1)[0] for word in unknown if word.startswith("--")), None)
+        if flag is None:
+            return message
+        known = [name for name in self.long_flags() if name.startswith("--")]
+        close = difflib.get_close_matches(flag, known, n=1, cutoff=0.6)
+        prefixed = sorted(name for name in known if name.startswith(flag))
+        meant = close[0] if close else (prefixed[0] if prefixed else None)
+        return f"{message} (did you mean {meant}?)" if meant else message
+
+
+def positive_int(text: str) -> int:
+    """An argument that must be a whole number above zero."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be above zero, got {text}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """An argument that must be a finite number above zero."""
+    value = _number(text)
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number above zero, got {text}")
+    return value
+
+
+def not_negative_float(text: str) -> float:
+    """An argument that must be a finite number, zero or more."""
+    value = _number(text)
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be zero or more, got {text}")
+    return value
+
+
+def fraction(text: str) -> float:
+    """An argument in (0, 1]."""
+    value = _number(text)
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"must be above 0 and at most 1, got {text}")
+    return value
+
+
+def _number(text: str) -> float:
+    """A number argument (NaN refused)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if value != value:
+        raise argparse.ArgumentTypeError("expected a number, got NaN")
+    return value
+
+
 def parser(prog: str, description: str, **extra: Any) -> argparse.ArgumentParser:
     """An argument parser whose help lists each flag's default."""
-    return argparse.ArgumentParser(
-        prog=prog, description=description, formatter_class=Formatter, **extra
-    )
+    return Parser(prog=prog, description=description, **extra)
 
 
 def add_target_options(parser: argparse.ArgumentParser) -> None:

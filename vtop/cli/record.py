@@ -8,23 +8,28 @@ import sys
 from pathlib import Path
 
 from vtop.cli.dashboard import live_feed
+from vtop.cli.errors import CliError
+from vtop.cli.frames import EXIT_NO_DATA, never_answered
 from vtop.cli.options import add_target_options, parser, settings_from
+from vtop.core.config.settings import DEFAULT_URL
 from vtop.core.ingest.feeds import Feed, sample
 from vtop.core.ingest.recorder import RecordingWriter
-from vtop.core.ingest.sources.vllm_http import DEFAULT_URL
 
 
-async def record(feed: Feed, path: Path, duration: float | None) -> int:
-    """Write the feed's frames; return how many were written."""
-    written = 0
+async def record(feed: Feed, path: Path, duration: float | None) -> tuple[int, str | None]:
+    """Write the feed's frames: how many were written, and why no server answered in any of
+    them (None when one did)."""
+    written, answered, failures = 0, False, []
     try:
         with RecordingWriter(path) as writer:
             async for frame in sample(feed, duration):
                 writer.write(frame)
                 written += 1
+                answered = answered or any(scrape.ok for scrape in frame.scrapes)
+                failures = [] if answered else [frame]
     finally:
         await feed.close()
-    return written
+    return written, None if answered else never_answered(failures)
 
 
 def record_parser() -> argparse.ArgumentParser:
@@ -43,11 +48,17 @@ def record_main(argv: list[str]) -> int:
     args = record_parser().parse_args(argv)
     settings = settings_from(args, urls=tuple(args.urls) or None)
     try:
-        count = asyncio.run(
+        count, silent = asyncio.run(
             record(live_feed(settings, gpus=not args.no_gpu), args.output, args.duration)
         )
     except KeyboardInterrupt:
         print(f"stopped; {args.output} holds every complete frame", file=sys.stderr)
         return 0
+    if silent is not None:
+        raise CliError(
+            f"no server answered in {count} scrape(s), {args.output} holds only the failures: "
+            f"{silent}",
+            EXIT_NO_DATA,
+        )
     print(f"{count} frames written to {args.output}", file=sys.stderr)
     return 0

@@ -10,11 +10,11 @@ import yaml
 
 from vtop.cli.errors import EXIT_USAGE, CliError
 from vtop.cli.options import add_rules_option, parser
+from vtop.core.ops.export_unittest import RULES_FILE, TESTS_FILE, export_tests
+from vtop.core.ops.rule_unittest import run_rule_tests
 from vtop.core.rules.export import ExportOptions, export_rules
-from vtop.core.rules.export_tests import RULES_FILE, TESTS_FILE, export_tests
 from vtop.core.rules.loader import PACKAGED, load_rules
 from vtop.core.rules.rule import Rule, RuleFileError
-from vtop.core.rules.rule_tests import run_rule_tests
 
 EXIT_RULE_ERRORS = 1
 

@@ -16,18 +16,15 @@ from vtop.core.ingest.sources.nvml import NvmlSource
 from vtop.core.ingest.sources.process_log import LogTail
 from vtop.core.ingest.sources.vllm_http import VllmHttpSource
 from vtop.core.manage.apply import wait_ready
-from vtop.core.manage.process import (
-    ProcessError,
+from vtop.core.manage.process import ProcessError, port_of, start, stop
+from vtop.core.process_state import (
     ServerState,
     forget,
     is_alive,
     keep_reaped,
     load_states,
     managed,
-    port_of,
-    start,
     state_dir,
-    stop,
 )
 
 DEFAULT_COMMAND = "vllm serve"

@@ -20,7 +20,7 @@ from vtop.cli.options import (
     warn_unkept,
 )
 from vtop.core.config.effective_config import DiagnoseOptions
-from vtop.core.ingest.sources.vllm_http import DEFAULT_URL
+from vtop.core.config.settings import DEFAULT_URL
 from vtop.core.session.diagnose import judged_window
 from vtop.core.strict_json import strict_json
 from vtop.core.whatif.calibrate import CannotModelError

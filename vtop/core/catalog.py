@@ -6,6 +6,9 @@ from dataclasses import dataclass
 
 from vtop.core.frame import Series
 
+FAMILY_SUFFIXES = ("_bucket", "_count", "_sum", "_total", "_created", "_gcount", "_gsum", "_info")
+"""The suffixes of a family's samples (a histogram's `_bucket`, a counter's `_total`, ...)."""
+
 
 @dataclass(frozen=True)
 class MetricInfo:
@@ -179,3 +182,16 @@ def sample_type(name: str) -> str:
     if name in BY_NAME:
         return BY_NAME[name].type
     return "counter" if name.endswith("_total") else "gauge"
+
+
+def family_of(sample_name: str, types: dict[str, str]) -> tuple[str, str]:
+    """The family a sample belongs to and its declared type ('untyped' when undeclared)."""
+    declared = types.get(sample_name)
+    if declared is not None:
+        return sample_name, declared
+    for suffix in FAMILY_SUFFIXES:
+        if sample_name.endswith(suffix):
+            family = sample_name[: -len(suffix)]
+            if family in types:
+                return family, types[family]
+    return sample_name, "untyped"

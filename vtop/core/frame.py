@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
-from typing import NamedTuple, overload
+from operator import itemgetter
+from typing import NamedTuple, TypeVar, overload
 
+T = TypeVar("T")
 Labels = tuple[tuple[str, str], ...]
 """Label pairs sorted by name: hashable and order-independent."""
 
@@ -230,3 +232,10 @@ class Frame:
     gpu: GpuSnapshot | None = None
     log_lines: tuple[str, ...] = ()
     events: tuple[Event, ...] = ()
+
+
+def picker(indices: list[int]) -> Callable[[Sequence[T]], tuple[T, ...]]:
+    """A getter of the items at `indices` as a tuple, at itemgetter's (C) speed."""
+    if len(indices) > 1:
+        return itemgetter(*indices)
+    return lambda items: tuple(items[index] for index in indices)

@@ -16,7 +16,7 @@ from vtop.core.ingest.feeds import Feed, sample
 from vtop.core.rules.engine import Triage
 from vtop.core.rules.rule import Rule
 from vtop.core.session.session import Session, short_key
-from vtop.core.session.summary import format_summary, summarize
+from vtop.core.store.summary import format_summary, summarize
 
 
 def describe_frame(session: Session, frame: Frame) -> list[str]:

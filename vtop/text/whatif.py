@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from vtop.core.ops.rank import PrimaryPredictions
 from vtop.core.whatif.calibrate import UNBOUNDED_BUDGET
 from vtop.core.whatif.predict import Prediction
-from vtop.core.whatif.rank import PrimaryPredictions
 
 ROWS = (
     ("running", "running requests", "{:.1f}"),

@@ -18,13 +18,14 @@ from vtop.core.ingest.feeds import Feed
 from vtop.core.manage.apply import Applied, apply_and_verify, switch
 from vtop.core.manage.audit import audit
 from vtop.core.manage.flag_edits import apply_change, argv_diff
-from vtop.core.manage.process import ProcessError, ServerState, state_dir
+from vtop.core.manage.process import ProcessError
 from vtop.core.manage.verdict import Measurement, comparison_lines, measure
+from vtop.core.ops.rank import PrimaryPredictions, finding_predictions, target_figure
+from vtop.core.process_state import ServerState, state_dir
 from vtop.core.rules.engine import Finding, ProposedChange
 from vtop.core.session.session import Session, TargetState, short_key
 from vtop.core.whatif.predict import FLAGS, ChangePrediction, predict_change
 from vtop.core.whatif.profile import ProfileError, StepProfiles
-from vtop.core.whatif.rank import PrimaryPredictions, finding_predictions, target_figure
 from vtop.text.report import json_report
 from vtop.text.whatif import text_predictions
 from vtop.ui.explain import current_diagnosis, explain

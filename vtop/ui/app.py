@@ -21,7 +21,7 @@ from vtop.core.config.effective_config import DiagnoseOptions
 from vtop.core.config.settings import Settings
 from vtop.core.ingest.feed_status import Control, Moved
 from vtop.core.ingest.feeds import Feed
-from vtop.core.manage.process import ServerState
+from vtop.core.process_state import ServerState
 from vtop.core.rules.rule import Rule
 from vtop.core.session.session import RULE_BUDGET, Session, store_ticks_for
 from vtop.ui.chart_data import CHARTS

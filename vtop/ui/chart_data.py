@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from vtop.core.frame import EventKind
 from vtop.core.session.session import Mark
-from vtop.core.session.summary import TargetSummary
+from vtop.core.store.summary import TargetSummary
 
 CHART_MARKS = frozenset(
     {

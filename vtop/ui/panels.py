@@ -17,7 +17,7 @@ from vtop.core.session.fleet import (
     sort_rows,
 )
 from vtop.core.session.session import Session, TargetState
-from vtop.core.session.summary import TTFT
+from vtop.core.store.summary import TTFT
 from vtop.ui.chart_data import bucket_counts, line_points, mark_offsets
 from vtop.ui.format import number, seconds
 from vtop.ui.state import prometheus_down

@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import os
 import tomllib
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vtop.core.ingest.sources.vllm_http import API_KEY_ENV, DEFAULT_URL
-
+API_KEY_ENV = "VLLM_API_KEY"
+VLLM_PORT = 8000
+"""The port `vllm serve` listens on unless told otherwise."""
+DEFAULT_URL = f"http://127.0.0.1:{VLLM_PORT}"
+SCHEMES = ("http", "https")
+FLAG = "flag"
+"""Where a value given on the command line comes from (its errors name the value alone)."""
 PANELS = (
     "requests",
     "kv",
@@ -82,6 +89,43 @@ ENV_NAMES = {
 }
 
 
+def server_url(text: str) -> str:
+    """A server as a base URL: `http(s)://...` as given, `host:port` over http, and a bare
+    host (an IP address, `localhost` or a dotted name) on vLLM's port 8000. Anything else is
+    refused: a word is never taken for a host on port 80."""
+    text = text.strip()
+    given = "://" in text
+    scheme = text.split("://", 1)[0].lower() if given else "http"
+    if scheme not in SCHEMES:
+        raise ValueError(f"{text}: unsupported scheme {scheme!r} (vLLM serves http or https)")
+    url = text if given else f"http://{text}"
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port
+    except ValueError as error:
+        raise ValueError(f"{text}: {error}") from None
+    host = parts.hostname or ""
+    if not host:
+        raise ValueError(f"{text}: no host in the URL")
+    if given or port is not None:
+        return url
+    if not _looks_like_host(host):
+        raise ValueError(
+            f"{text!r} is not a command, a URL or host:port (a server is http://HOST:PORT or "
+            "HOST:PORT; `vtop --help` lists the commands)"
+        )
+    return f"http://{parts.netloc}:{VLLM_PORT}{parts.path}"
+
+
+def _looks_like_host(host: str) -> bool:
+    """An IP address, localhost, or a name with a dot in it."""
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return host == "localhost" or "." in host
+    return True
+
+
 def config_path(env: Mapping[str, str]) -> Path:
     """$VTOP_CONFIG, else $XDG_CONFIG_HOME/vtop/config.toml, else ~/.config/vtop/config.toml."""
     if "VTOP_CONFIG" in env:
@@ -125,10 +169,29 @@ def _coerce(name: str, value: Any, where: str) -> Any:
             return number
         if isinstance(default, tuple):
             items = value.split(",") if isinstance(value, str) else list(value)
-            return tuple(str(item).strip() for item in items if str(item).strip())
+            listed = tuple(str(item).strip() for item in items if str(item).strip())
+            try:
+                return _checked(name, listed)
+            except ValueError as error:
+                named = "" if where == FLAG else f"{where}: {name}: "
+                raise SettingsError(f"{named}{error}") from None
         return None if value is None else str(value)
+    except SettingsError:
+        raise
     except (TypeError, ValueError) as error:
         raise SettingsError(f"{where}: {name} = {value!r}: {error}") from None
+
+
+def _checked(name: str, items: tuple[str, ...]) -> tuple[str, ...]:
+    """A list setting's items, each one usable: URLs as base URLs, known panels, existing
+    rule directories (a ValueError names the item)."""
+    if name == "urls":
+        return tuple(map(server_url, items))
+    if name == "hidden_panels" and (unknown := sorted(set(items) - set(PANELS))):
+        raise ValueError(f"unknown panel(s) {', '.join(unknown)}; panels: {', '.join(PANELS)}")
+    if name == "rules_dir" and (missing := [d for d in items if not Path(d).is_dir()]):
+        raise ValueError(f"rules directory {missing[0]}: no such directory")
+    return items
 
 
 def _boolean(value: Any) -> bool:
@@ -197,7 +260,7 @@ def load_settings(flags: Mapping[str, Any], env: Mapping[str, str] | None = None
     env = os.environ if env is None else env
     layered = from_file(config_path(env), explicit="VTOP_CONFIG" in env) | from_env(env)
     layered |= {
-        name: _coerce(name, value, "flag") for name, value in flags.items() if value is not None
+        name: _coerce(name, value, FLAG) for name, value in flags.items() if value is not None
     }
     settings = Settings(**layered)
     _check(settings)
@@ -206,15 +269,9 @@ def load_settings(flags: Mapping[str, Any], env: Mapping[str, str] | None = None
 
 def _check(settings: Settings) -> None:
     """Reject values the dashboard cannot run with."""
-    for directory in settings.rules_dir:
-        if not Path(directory).is_dir():
-            raise SettingsError(f"rules directory {directory}: no such directory")
     for name in ("interval_s", "window_s", "history_s", "timeout_s"):
         value = getattr(settings, name)
         if not 0 < value < float("inf"):
             raise SettingsError(f"{name} = {value!r}: must be a positive number of seconds")
-    unknown = sorted(set(settings.hidden_panels) - set(PANELS))
-    if unknown:
-        raise SettingsError(f"unknown panel(s) {', '.join(unknown)}; panels: {', '.join(PANELS)}")
     if not settings.urls:
         raise SettingsError("no URL to watch")

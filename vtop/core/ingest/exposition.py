@@ -9,15 +9,15 @@ Python code per line.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from operator import getitem, itemgetter
-from typing import TypeVar, cast
+from operator import getitem
+from typing import cast
 
 from prometheus_client.openmetrics import parser as om_reference
 from prometheus_client.parser import text_string_to_metric_families as text_reference
 
-from vtop.core.frame import Labels, ParseError, Sample, SampleColumns, Series
+from vtop.core.frame import Labels, ParseError, Sample, SampleColumns, Series, picker
 from vtop.core.ingest.exposition_lines import (
     head_end,
     parse_label_body,
@@ -27,9 +27,7 @@ from vtop.core.ingest.exposition_lines import (
 )
 
 METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*\Z")
-FAMILY_SUFFIXES = ("_bucket", "_count", "_sum", "_total", "_created", "_gcount", "_gsum", "_info")
 MAX_CACHED_SERIES = 200_000
-T = TypeVar("T")
 
 
 @dataclass
@@ -43,26 +41,6 @@ class ParsedExposition:
     def frozen_samples(self) -> Sequence[Sample]:
         """The samples as an immutable sequence (columns stay columns)."""
         return self.samples if isinstance(self.samples, SampleColumns) else tuple(self.samples)
-
-
-def family_of(sample_name: str, types: dict[str, str]) -> tuple[str, str]:
-    """The family a sample belongs to and its declared type ('untyped' when undeclared)."""
-    declared = types.get(sample_name)
-    if declared is not None:
-        return sample_name, declared
-    for suffix in FAMILY_SUFFIXES:
-        if sample_name.endswith(suffix):
-            family = sample_name[: -len(suffix)]
-            if family in types:
-                return family, types[family]
-    return sample_name, "untyped"
-
-
-def picker(indices: list[int]) -> Callable[[Sequence[T]], tuple[T, ...]]:
-    """A getter of the items at `indices` as a tuple, at itemgetter's (C) speed."""
-    if len(indices) > 1:
-        return itemgetter(*indices)
-    return lambda items: tuple(items[index] for index in indices)
 
 
 class _Layout:

@@ -32,7 +32,7 @@ from vtop.core.ingest.recorder import RecordingWriter
 from vtop.core.ingest.sources.nvml import NvmlSource
 from vtop.core.ingest.sources.process_log import LogTail
 from vtop.core.ingest.sources.vllm_http import VllmHttpSource
-from vtop.core.manage.process import ServerState, is_alive, read_log, reap
+from vtop.core.process_state import ServerState, is_alive, read_log, reap
 
 MAX_BACKOFF_S = 30.0
 DEADLINE_SHARE = 0.8

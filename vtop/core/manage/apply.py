@@ -21,16 +21,9 @@ from vtop.core.config.startup_failures import explain_failure
 from vtop.core.frame import Event, EventKind
 from vtop.core.manage.audit import audit
 from vtop.core.manage.flag_edits import apply_change, argv_diff
-from vtop.core.manage.process import (
-    ProcessError,
-    ServerState,
-    foreign_listener,
-    is_alive,
-    read_log,
-    reap,
-    restart,
-)
+from vtop.core.manage.process import ProcessError, foreign_listener, restart
 from vtop.core.manage.verdict import Measurement, Verdict, judge
+from vtop.core.process_state import ServerState, is_alive, read_log, reap
 from vtop.core.rules.engine import Finding, ProposedChange
 from vtop.core.whatif.predict import ChangePrediction
 

@@ -7,8 +7,8 @@ import statistics
 from dataclasses import dataclass, field
 
 from vtop.core.rules.engine import Finding
-from vtop.core.session.summary import summarize
 from vtop.core.store.store import Store
+from vtop.core.store.summary import summarize
 
 
 @dataclass(frozen=True)

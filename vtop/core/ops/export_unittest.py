@@ -18,13 +18,13 @@ from typing import Any
 import yaml
 
 from vtop.core.frame import Labels
+from vtop.core.ops.rule_unittest import TARGET, case_frames
 from vtop.core.rules.export import ExportOptions, export_rules
 from vtop.core.rules.promql.binary import NAME, EvaluationError
 from vtop.core.rules.promql.evaluator import FLEET, Context, evaluate_named
 from vtop.core.rules.promql.parser import parse, parse_duration
 from vtop.core.rules.records import Record, expand
 from vtop.core.rules.rule import Rule
-from vtop.core.rules.rule_tests import TARGET, case_frames
 from vtop.core.store.store import INSTANCE, Store
 
 INTERVAL_S = 1.0

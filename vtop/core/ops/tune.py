@@ -16,8 +16,8 @@ from vtop.core.ingest.sources.vllm_http import ScrapeOptions, VllmHttpSource
 from vtop.core.manage.apply import Applied, apply_and_verify
 from vtop.core.manage.bench import Bench, BenchConfig
 from vtop.core.manage.bench_report import BenchReport
-from vtop.core.manage.process import ServerState, read_log
 from vtop.core.manage.verdict import Measurement, measure
+from vtop.core.process_state import ServerState, read_log
 from vtop.core.rules.engine import Finding, ProposedChange
 from vtop.core.rules.rule import Rule
 from vtop.core.session.diagnose import DiagnoseOptions, Diagnosis, judged_diagnosis

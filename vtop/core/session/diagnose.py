@@ -18,8 +18,8 @@ from vtop.core.rules.engine import Triage, Unchecked
 from vtop.core.rules.promql.ast import selectors
 from vtop.core.rules.rule import Rule
 from vtop.core.session.session import FLEET_TARGET, Mark, Session, alternation_text
-from vtop.core.session.summary import TargetSummary, summarize
 from vtop.core.store.store import Store
+from vtop.core.store.summary import TargetSummary, summarize
 
 EXIT_OK, EXIT_WARNING, EXIT_CRITICAL, EXIT_UNKNOWN = 0, 1, 2, 3
 EXIT_BY_SEVERITY = {

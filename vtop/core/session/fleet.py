@@ -14,7 +14,7 @@ from typing import Any
 from vtop.core.frame import EventKind, ScrapeStatus
 from vtop.core.rules.engine import Finding
 from vtop.core.session.session import Session, TargetState
-from vtop.core.session.summary import TargetSummary, merged_ttft, summarize
+from vtop.core.store.summary import TargetSummary, merged_ttft, summarize
 
 STALE_AFTER_S = 5.0
 LIVE = ("live", "restarted")

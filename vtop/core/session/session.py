@@ -27,8 +27,8 @@ from vtop.core.ingest.quality import Defect, QualityChecker
 from vtop.core.rules.alerts import alert_triage, fleet_alert_triage
 from vtop.core.rules.engine import Engine, Finding, Triage
 from vtop.core.rules.rule import Rule
-from vtop.core.session.summary import TargetSummary, merged_latency, quick_summary, summarize
 from vtop.core.store.store import DEFAULT_CAPACITY, Store
+from vtop.core.store.summary import TargetSummary, merged_latency, quick_summary, summarize
 
 STARTUP_LINE = re.compile(r"non-default args:")
 LOG_LINES_KEPT = 5000

@@ -6,9 +6,8 @@ from __future__ import annotations
 import math
 from operator import itemgetter
 
-from vtop.core.catalog import sample_type
+from vtop.core.catalog import family_of, sample_type
 from vtop.core.frame import Event, EventKind, Frame, SampleColumns, Series, TargetScrape
-from vtop.core.ingest.exposition import family_of
 from vtop.core.store.gpu_series import gpu_scrape
 from vtop.core.store.presence import VALUE_NAN, is_gap
 from vtop.core.store.rings import (

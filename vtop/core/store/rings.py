@@ -16,8 +16,7 @@ from dataclasses import dataclass, field
 from operator import lt
 
 from vtop.core.catalog import Normalizer
-from vtop.core.frame import Labels, Series
-from vtop.core.ingest.exposition import picker
+from vtop.core.frame import Labels, Series, picker
 
 NAN = math.nan
 INSTANCE = "instance"

@@ -10,11 +10,12 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from vtop.core.config.server_config import ServerConfig
-from vtop.core.manage.process import private_directory, state_dir, write_private
+from vtop.core.process_state import private_directory, state_dir, write_private
 from vtop.core.store.store import Store
 from vtop.core.whatif.step_time import StepPoint
 
 FILE_NAME = "step-profiles.json"
+PROFILE_DIR = "profiles"
 KEPT_WINDOWS = 32
 """Windows kept per profile, the newest."""
 KEPT_PROFILES = 64
@@ -67,8 +68,9 @@ class StepProfiles:
 
     @classmethod
     def default(cls) -> StepProfiles:
-        """The file in vtop's state directory (read now; missing is empty)."""
-        return cls.read(state_dir() / FILE_NAME)
+        """The file in vtop's state directory, beside the servers' state files but not among
+        them (read now; missing is empty)."""
+        return cls.read(state_dir() / PROFILE_DIR / FILE_NAME)
 
     @classmethod
     def read(cls, path: Path) -> StepProfiles:

@@ -15,7 +15,7 @@ from textual.widgets import DataTable, Footer, Input, Static
 from textual.widgets.data_table import ColumnKey
 
 from vtop.core.session.fleet import SORT_KEYS, FleetRow
-from vtop.core.session.summary import TargetSummary
+from vtop.core.store.summary import TargetSummary
 from vtop.ui.format import number, percent, seconds
 
 COLUMNS = ("server", "state", "finding", "run", "wait", "KV", "pre/s", "TTFT99", "gen/s", "model")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from vtop.core.manage.process import ServerState, read_log
+from vtop.core.process_state import ServerState, read_log
 
 
 class LogTail:

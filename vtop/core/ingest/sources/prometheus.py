@@ -29,7 +29,7 @@ from vtop.core.ingest.feed_status import (
 )
 from vtop.core.ingest.sources.bounded_http import BodyError, DeadlineError, bounded_get
 from vtop.core.ingest.sources.vllm_http import ScrapeOptions, describe_error, make_client
-from vtop.core.manage.process import ServerState
+from vtop.core.process_state import ServerState
 
 VLLM_SELECTOR = '{__name__=~"vllm:.+|ray_vllm[:_].+|process_start_time_seconds|up"}'
 """Everything vtop reads: vLLM's series (Ray Serve's names too), the restart marker, and

@@ -13,6 +13,7 @@ import httpx
 
 from vtop.core import redact
 from vtop.core.catalog import is_vllm
+from vtop.core.config.settings import API_KEY_ENV
 from vtop.core.frame import Sample, SampleColumns, ScrapeStatus, Series, TargetScrape
 from vtop.core.ingest.exposition import ExpositionParser, is_openmetrics
 from vtop.core.ingest.sources.bounded_http import (
@@ -24,8 +25,6 @@ from vtop.core.ingest.sources.bounded_http import (
 from vtop.core.ingest.sources.fast_http import FastGet, FastTimeoutError, FastTooLargeError
 from vtop.core.ingest.sources.server_facts import ServerFacts, ask_server_facts
 
-API_KEY_ENV = "VLLM_API_KEY"
-DEFAULT_URL = "http://127.0.0.1:8000"
 MAX_BODY_BYTES = 64 * 1024 * 1024
 ACCEPT = "text/plain;version=0.0.4;q=0.9,application/openmetrics-text;version=1.0.0;q=0.5"
 
