@@ -27,6 +27,7 @@ from tests.support.incidents import (
     LoadProcess,
     both_modes,
     calibrated,
+    diagnose_live,
     figures,
     measure,
     provoke,
@@ -35,10 +36,9 @@ from tests.support.incidents import (
 from tests.support.scenarios import LIGHT
 from tests.support.vllm_harness.server import ServerPool, VllmServer
 from vtop.core.frame import Frame
-from vtop.core.ingest.sources.vllm_http import ScrapeOptions
 from vtop.core.rules.engine import Finding
 from vtop.core.rules.loader import load_rules
-from vtop.core.session.diagnose import DiagnoseOptions, Diagnosis, diagnose_url
+from vtop.core.session.diagnose import DiagnoseOptions, Diagnosis
 from vtop.core.whatif.calibrate import NEAR_ZERO_PREEMPTIONS, TOLERANCE
 from vtop.text.report import json_report, text_report
 
@@ -162,7 +162,7 @@ async def test_a_stopped_engine_is_critical_and_clears_when_it_resumes(
         await asyncio.sleep(SETTLE_S)
         frozen = await stop_with_requests_inside(server.url, engines)
         try:
-            stopped = await diagnose_url(server.url, rules, options, ScrapeOptions(timeout_s=10))
+            stopped = await diagnose_live(server.url, rules, options)
         finally:
             for pid in engines:
                 os.kill(pid, signal.SIGCONT)
@@ -170,7 +170,7 @@ async def test_a_stopped_engine_is_critical_and_clears_when_it_resumes(
         assert primary(stopped).rule.id == "S1", seen
         assert stopped.exit_code == 2, seen
         await asyncio.sleep(5)
-        resumed = await diagnose_url(server.url, rules, options, ScrapeOptions(timeout_s=10))
+        resumed = await diagnose_live(server.url, rules, options)
         assert "S1" not in found(resumed), text_report(resumed)
     finally:
         load.stop()

@@ -29,6 +29,7 @@ from tests.support.vllm_harness.server import (
     vllm_python,
 )
 from tests.support.watch import Watcher
+from vtop.core.config.settings import Settings
 from vtop.core.manage.apply import Applied, apply_and_verify
 from vtop.core.manage.bench import Bench, BenchConfig, Lengths
 from vtop.core.manage.verdict import Measurement
@@ -196,7 +197,10 @@ async def tune_and_roll_back(state: ServerState, env: dict[str, str]) -> ServerS
     """
     await Bench(warm_up(state.url, 16)).run()
     directory = Path(env["VTOP_STATE_DIR"])
-    options = TuneOptions(load_rules(), directory, storm_load, warmup=lambda url: warm_up(url, 16))
+    settings = Settings(timeout_s=10.0)  # a storming server answers slowly
+    options = TuneOptions(
+        load_rules(), directory, storm_load, settings, warmup=lambda url: warm_up(url, 16)
+    )
     watcher = Watcher(state.url, interval=2.0)
     try:
         tuned = await watcher.during(tune(state, options))

@@ -11,12 +11,15 @@ import pytest
 import yaml
 
 
+RUNBOOKS = "https://wiki.example.com/vtop/rules.md"
+
+
 def test_exported_rules_pass_promtool(tmp_path: Path) -> None:
     promtool = shutil.which("promtool")
     if promtool is None:
         pytest.fail("promtool missing: apt-get install prometheus (scripts/test does)")
     out = subprocess.run(
-        [sys.executable, "-m", "vtop", "rules", "export"],
+        [sys.executable, "-m", "vtop", "rules", "export", "--runbook-base", RUNBOOKS],
         capture_output=True,
         text=True,
         check=True,
@@ -37,7 +40,8 @@ def test_exported_rules_pass_promtool(tmp_path: Path) -> None:
         if "alert" in rule:
             assert rule["labels"]["severity"] in ("info", "warning", "critical")
             assert "{{ $value }}" in rule["annotations"]["description"]
-            assert rule["annotations"]["runbook_url"].startswith("https://")
+            anchor = rule["labels"]["rule_id"].lower()
+            assert rule["annotations"]["runbook_url"] == f"{RUNBOOKS}#{anchor}"
     path = tmp_path / "vtop.rules.yml"
     path.write_text(out.stdout)
     check = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True, text=True)

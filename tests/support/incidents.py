@@ -144,6 +144,12 @@ async def watch(url: str, seconds: float, interval: float = 1.0) -> list[Frame]:
     return frames
 
 
+async def diagnose_live(url: str, rules: list[Rule], options: DiagnoseOptions) -> Diagnosis:
+    """`vtop diagnose URL` as a function: a window of vtop's own source, then the triage."""
+    frames = await watch(url, options.window_s, options.interval_s)
+    return diagnose_frames(frames[-1].scrapes[0].target, frames, rules, options)
+
+
 def measure(frames: list[Frame]) -> EngineWindow:
     """The scheduler evidence of the (single-engine) server over the frames."""
     store = Store()

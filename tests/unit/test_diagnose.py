@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +19,7 @@ from vtop.core.config.kv import ModelShape, bytes_per_token, capacity_tokens, ma
 from vtop.core.config.server_config import assemble, from_argv, from_log
 from vtop.core.frame import Frame, ScrapeStatus, TargetScrape
 from vtop.core.ingest.exposition import ExpositionParser
+from vtop.core.ingest.sources.server_facts import read_model_facts
 from vtop.core.rules.engine import ProposedChange
 from vtop.core.rules.loader import load_rules
 from vtop.core.session.diagnose import DiagnoseOptions, diagnose_frames
@@ -194,24 +196,34 @@ def test_kv_shape_from_configs() -> None:
     assert bytes_per_token(gqa) == 131_072
 
 
-def test_server_config_reads_model_config_for_bytes_per_token(tmp_path: object) -> None:
-    from pathlib import Path
+TINY_CONFIG = {
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+    "num_key_value_heads": 1,
+    "hidden_size": 128,
+    "head_dim": 64,
+    "torch_dtype": "bfloat16",
+}
 
-    model = Path(str(tmp_path))
-    (model / "config.json").write_text(
-        json.dumps(
-            {
-                "num_hidden_layers": 2,
-                "num_attention_heads": 2,
-                "num_key_value_heads": 1,
-                "hidden_size": 128,
-                "head_dim": 64,
-                "torch_dtype": "bfloat16",
-            }
-        )
-    )
-    config = server_config(None, None, DiagnoseOptions(vllm_args=f"--model {model}"))
+
+def test_the_model_config_is_read_once_at_the_edge_and_carried_as_data(tmp_path: Path) -> None:
+    """KV bytes per token come from the model's config.json, read by the source (or the
+    command line), never by the session: a frame that carries the geometry gives the same
+    figure on a host without the model directory, and the core alone reads no file."""
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps(TINY_CONFIG))
+    facts = read_model_facts(str(model))
+    told = DiagnoseOptions(vllm_args=f"--model {model}", model_facts=facts)
+    assert server_config(None, None, told).number("kv_bytes_per_token") == 512
+    untold = DiagnoseOptions(vllm_args=f"--model {model}")
+    assert server_config(None, None, untold).number("kv_bytes_per_token") is None
+    served = (("model", str(model), "/v1/models"), *facts)
+    scrape = TargetScrape("http://x", ScrapeStatus.OK, server_settings=served)
+    (model / "config.json").unlink()  # a replay on another host: the directory is not there
+    config = server_config(scrape, None, DiagnoseOptions())
     assert config.number("kv_bytes_per_token") == 512
+    assert config.settings["model_layers"].source == "model config.json"
 
 
 def test_kv_cli_seed_example() -> None:

@@ -8,22 +8,20 @@ import sys
 import time
 from pathlib import Path
 
-from vtop.cli.dashboard import live_feed
 from vtop.cli.errors import CliError
 from vtop.cli.frames import file_argument, never_answered, read_frames
 from vtop.cli.options import (
     add_rules_option,
     add_target_options,
-    log_text_of,
+    diagnose_options_of,
     parser,
     rules_of,
     settings_from,
 )
-from vtop.core.config.effective_config import DiagnoseOptions
 from vtop.core.frame import Frame
 from vtop.core.ingest.bundle import BundleContents, write_bundle
-from vtop.core.ingest.feeds import Feed, sample
-from vtop.core.session.diagnose import Diagnosis, diagnose_frames
+from vtop.core.ingest.open_feed import first_server, open_feed
+from vtop.core.session.diagnose import Diagnosis, diagnose_frames, window_frames
 from vtop.text.report import json_report
 
 EXIT_FAILED = 3
@@ -45,14 +43,6 @@ def last_minutes(frames: list[Frame], minutes: float) -> list[Frame]:
         return []
     since = frames[-1].timestamp - minutes * 60
     return [frame for frame in frames if frame.timestamp >= since]
-
-
-async def sampled(feed: Feed, seconds: float) -> list[Frame]:
-    """A live feed's frames for `seconds`."""
-    try:
-        return [frame async for frame in sample(feed, seconds)]
-    finally:
-        await feed.close()
 
 
 def bundle_parser() -> argparse.ArgumentParser:
@@ -79,13 +69,13 @@ def bundle_main(argv: list[str]) -> int:
     if path is not None:
         frames = last_minutes(read_frames(path), args.minutes)
     else:
-        frames = asyncio.run(sampled(live_feed(settings, gpus=not args.no_gpu), args.duration))
-    log_text = log_text_of(settings, EXIT_FAILED)
-    options = DiagnoseOptions(vllm_args=settings.vllm_args, vllm_log=log_text)
+        feed = open_feed(first_server(settings), gpus=not args.no_gpu)
+        frames = asyncio.run(window_frames(feed, args.duration))
+    options = diagnose_options_of(settings, EXIT_FAILED, read_gpus=not args.no_gpu)
     target = next((s.target for f in frames for s in f.scrapes), args.source)
     diagnosis = diagnose_frames(target, frames, rules_of(settings, EXIT_FAILED), options)
     output = args.output or Path(time.strftime("vtop-bundle-%Y%m%d-%H%M%S.tar.gz"))
-    write_bundle(output, frames, bundle_contents(diagnosis, log_text, settings.vllm_args))
+    write_bundle(output, frames, bundle_contents(diagnosis, options.vllm_log, settings.vllm_args))
     silent = never_answered(frames)
     if silent is not None:
         raise CliError(

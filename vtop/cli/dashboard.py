@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
+import sys
 from importlib import resources
 from pathlib import Path
 
@@ -12,22 +14,21 @@ from vtop.cli.frames import read_frames
 from vtop.cli.options import (
     add_target_options,
     add_view_options,
-    log_text_of,
+    diagnose_options_of,
     parser,
     rules_of,
-    scrape_options,
     settings_from,
 )
 from vtop.core.config.settings import DEFAULT_URL, Settings
-from vtop.core.ingest.feeds import Feed, LiveFeed, RecordingFeed, ReplayFeed
-from vtop.core.ingest.recorder import RecordingWriter
-from vtop.core.ingest.sources.nvml import NvmlSource
-from vtop.core.ingest.sources.prometheus import PrometheusClient, PrometheusFeed
-from vtop.core.ingest.sources.vllm_http import VllmHttpSource
+from vtop.core.ingest.feeds import Feed, ReplayFeed
+from vtop.core.ingest.open_feed import open_feed
 from vtop.core.process_state import ServerState
 from vtop.text.plain import run_plain
 
 DEMO_RECORDING = "storm.vtoprec"
+NOT_A_TERMINAL = (
+    "vtop: stdout is not a terminal: printing plain lines (--plain) instead of the dashboard"
+)
 EXIT_SETTINGS = 2
 
 
@@ -70,37 +71,33 @@ def monitor_main(argv: list[str]) -> int:
     )
     if settings.prometheus_alerts and not settings.prometheus:
         raise CliError("--alerts reads a Prometheus server's alerts: give --prometheus URL")
-    feed = live_feed(settings, args.record, gpus=not args.no_gpu)
+    record = Path(args.record) if args.record else None
+    feed = open_feed(settings, gpus=not args.no_gpu, record=record)
     if args.plain or args.once:
-        ticks = args.samples if args.once else None
-        rules = rules_of(settings)
-        log = log_text_of(settings, EXIT_SETTINGS)
-        return asyncio.run(run_plain(feed, rules, settings, log, ticks))
+        return plain_lines(settings, feed, args.samples if args.once else None)
     return run_dashboard(settings, feed)
 
 
-def live_feed(settings: Settings, record: str | None = None, gpus: bool = True) -> Feed:
-    """A feed of the settings' endpoints (or Prometheus), recorded to `record` when given."""
-    options = scrape_options(settings)
-    feed: Feed
-    if settings.prometheus:
-        client = PrometheusClient(settings.prometheus, options)
-        feed = PrometheusFeed(client, settings.interval_s, settings.prometheus_alerts)
-    else:
-        sources = [VllmHttpSource(url, options) for url in settings.urls]
-        feed = LiveFeed(sources, NvmlSource() if gpus else None, settings.interval_s)
-    return RecordingFeed(feed, RecordingWriter(Path(record))) if record else feed
+def plain_lines(settings: Settings, feed: Feed, ticks: int | None = None) -> int:
+    """`--plain`: a line per server per frame instead of the dashboard."""
+    rules = rules_of(settings)
+    options = diagnose_options_of(settings, EXIT_SETTINGS)
+    return asyncio.run(run_plain(feed, rules, options, ticks))
 
 
 def run_dashboard(
     settings: Settings, feed: Feed, server: ServerState | None = None, readonly: bool = False
 ) -> int:
-    """Run the Textual app until the user quits."""
+    """Run the Textual app until the user quits; without a terminal on stdout (a pipe, a file,
+    cron), the plain lines instead, said once on stderr."""
     from vtop.ui.app import VtopApp
 
+    if not sys.stdout.isatty():
+        print(NOT_A_TERMINAL, file=sys.stderr)
+        return plain_lines(settings, feed)
     rules = rules_of(settings)
-    log_text = log_text_of(settings, EXIT_SETTINGS)
-    app = VtopApp(settings, feed, rules, log_text=log_text, server=server, readonly=readonly)
+    options = diagnose_options_of(settings, EXIT_SETTINGS)
+    app = VtopApp(settings, feed, rules, options, server=server, readonly=readonly)
     app.tune_gc = True
     code = app.run()
     return code if isinstance(code, int) else 0
@@ -109,7 +106,12 @@ def run_dashboard(
 def replay_parser(prog: str, description: str) -> argparse.ArgumentParser:
     """Arguments of `vtop replay` and `vtop demo`."""
     replay = parser(prog, description)
-    replay.add_argument("--speed", type=float, default=1.0, help="times real time; 0 = at once")
+    replay.add_argument(
+        "--speed",
+        type=float,
+        help="times real time; 0 = at once (default: 1, or 0 with --plain)",
+    )
+    replay.add_argument("--plain", action="store_true", help="plain text lines, one per frame")
     replay.add_argument("--seek", type=float, default=0.0, help="start N seconds into it")
     add_view_options(replay)
     return replay
@@ -119,10 +121,11 @@ def replay(path: Path, args: argparse.Namespace) -> int:
     """The dashboard on a recording (`p` pauses, `+`/`-` change the speed, `[` `]` step)."""
     frames = read_frames(path)
     urls = tuple(dict.fromkeys(s.target for f in frames for s in f.scrapes)) or ("recording",)
-    settings = settings_from(args, urls=urls)
-    feed = ReplayFeed(frames, args.speed)
+    settings = dataclasses.replace(settings_from(args), urls=urls)  # names, not addresses
+    speed = args.speed if args.speed is not None else (0.0 if args.plain else 1.0)
+    feed = ReplayFeed(frames, speed)
     feed.start_index = feed.index_at(args.seek) if args.seek > 0 else 0
-    return run_dashboard(settings, feed)
+    return plain_lines(settings, feed) if args.plain else run_dashboard(settings, feed)
 
 
 def replay_file_parser() -> argparse.ArgumentParser:

@@ -4,20 +4,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import time
 from pathlib import Path
 
-from vtop.cli.dashboard import live_feed
 from vtop.cli.errors import CliError
 from vtop.cli.frames import between, file_argument, read_frames
 from vtop.cli.options import (
     add_rules_option,
     add_target_options,
-    log_text_of,
+    diagnose_options_of,
     parser,
     rules_of,
-    scrape_options,
     settings_from,
     step_profiles_of,
     warn_unkept,
@@ -25,6 +22,7 @@ from vtop.cli.options import (
 from vtop.core.config.effective_config import DiagnoseOptions
 from vtop.core.config.settings import DEFAULT_URL, Settings
 from vtop.core.frame import Frame
+from vtop.core.ingest.open_feed import first_server, open_feed, scrape_options
 from vtop.core.ingest.sources.prometheus import PrometheusError
 from vtop.core.ops.rank import primary_predictions
 from vtop.core.rules.promql.parser import PromQLError, parse_duration
@@ -82,8 +80,8 @@ def window_of(
         return between(read_frames(path), args.start, args.end)
     if args.start is not None or args.end is not None:
         raise CliError("--from/--to pick a window of a recording, not of a live server")
-    one = dataclasses.replace(settings, urls=settings.urls[:1])
-    return asyncio.run(window_frames(live_feed(one, gpus=options.read_gpus), options))
+    feed = open_feed(first_server(settings), gpus=options.read_gpus)
+    return asyncio.run(window_frames(feed, options.window_s))
 
 
 def diagnose_main(argv: list[str]) -> int:
@@ -93,10 +91,7 @@ def diagnose_main(argv: list[str]) -> int:
     urls = (args.url,) if args.url and path is None else None
     settings = settings_from(args, urls=urls)
     rules = rules_of(settings, EXIT_UNKNOWN)
-    log = log_text_of(settings, EXIT_UNKNOWN)
-    options = DiagnoseOptions(
-        settings.window_s, settings.interval_s, settings.vllm_args, log, not args.no_gpu
-    )
+    options = diagnose_options_of(settings, EXIT_UNKNOWN, read_gpus=not args.no_gpu)
     if args.prometheus:
         return from_prometheus(args, settings, rules, options)
     frames = window_of(args, path, settings, options)

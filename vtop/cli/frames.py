@@ -9,6 +9,7 @@ from pathlib import Path
 from vtop.cli.errors import CliError
 from vtop.core.frame import Frame
 from vtop.core.ingest.bundle import extract_recording, is_bundle, not_a_recording
+from vtop.core.ingest.excerpt import excerpt
 from vtop.core.ingest.recorder import RecordingError, RecordingReader
 
 RECORDING_SUFFIXES = (".vtoprec", ".tar.gz", ".tgz")
@@ -55,14 +56,16 @@ def never_answered(frames: list[Frame]) -> str | None:
 
 
 def between(frames: list[Frame], start_s: float | None, end_s: float | None) -> list[Frame]:
-    """The frames from `start_s` to `end_s` seconds after the recording's first frame."""
+    """The frames from `start_s` to `end_s` seconds after the recording's first frame, the
+    first of them carrying the server's log and facts from before (its flags stay known)."""
     first = frames[0].timestamp
-    chosen = [
-        frame
-        for frame in frames
+    inside = [
+        index
+        for index, frame in enumerate(frames)
         if (start_s is None or frame.timestamp - first >= start_s)
         and (end_s is None or frame.timestamp - first <= end_s)
     ]
+    chosen = excerpt(frames, inside[0], inside[-1] + 1) if inside else []
     if len(chosen) < 2:
         span = frames[-1].timestamp - first
         raise CliError(

@@ -11,8 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from vtop.cli.errors import EXIT_USAGE, CliError
+from vtop.core.config.effective_config import DiagnoseOptions
+from vtop.core.config.server_config import assemble
 from vtop.core.config.settings import API_KEY_ENV, PANELS, Settings, SettingsError, load_settings
-from vtop.core.ingest.sources.vllm_http import ScrapeOptions
+from vtop.core.ingest.sources.server_facts import read_model_facts
 from vtop.core.redact import remember
 from vtop.core.rules.loader import PACKAGED, load_rules
 from vtop.core.rules.rule import Rule, RuleFileError
@@ -190,11 +192,6 @@ def settings_from(args: argparse.Namespace, **more: Any) -> Settings:
     return settings
 
 
-def scrape_options(settings: Settings) -> ScrapeOptions:
-    """How to reach the endpoints, from the settings."""
-    return ScrapeOptions(settings.timeout_s, settings.api_key, settings.verify_tls)
-
-
 def rules_of(settings: Settings, code: int = EXIT_RULES) -> list[Rule]:
     """The shipped rules plus the settings' rule directories (errors as file:line)."""
     try:
@@ -216,6 +213,16 @@ def warn_unkept(profiles: StepProfiles) -> None:
     """Say on stderr when the step profile could not be written."""
     if profiles.write_error is not None:
         print(f"vtop: warning: {profiles.write_error}", file=sys.stderr)
+
+
+def diagnose_options_of(settings: Settings, code: int, read_gpus: bool = True) -> DiagnoseOptions:
+    """The diagnosis options every command uses: the settings, the log they name (read here),
+    and the KV geometry of the model the flags or the log name (its config.json, read here:
+    the core reads no file)."""
+    log = log_text_of(settings, code)
+    model = assemble(argv=settings.vllm_args, log_text=log).get("model")
+    facts = read_model_facts(model) if isinstance(model, str) else ()
+    return DiagnoseOptions.from_settings(settings, log, read_gpus, facts)
 
 
 def log_text_of(settings: Settings, code: int) -> str | None:

@@ -7,12 +7,12 @@ import asyncio
 import sys
 from pathlib import Path
 
-from vtop.cli.dashboard import live_feed
 from vtop.cli.errors import CliError
 from vtop.cli.frames import EXIT_NO_DATA, never_answered
 from vtop.cli.options import add_target_options, parser, settings_from
 from vtop.core.config.settings import DEFAULT_URL
 from vtop.core.ingest.feeds import Feed, sample
+from vtop.core.ingest.open_feed import open_feed
 from vtop.core.ingest.recorder import RecordingWriter
 
 
@@ -49,7 +49,7 @@ def record_main(argv: list[str]) -> int:
     settings = settings_from(args, urls=tuple(args.urls) or None)
     try:
         count, silent = asyncio.run(
-            record(live_feed(settings, gpus=not args.no_gpu), args.output, args.duration)
+            record(open_feed(settings, gpus=not args.no_gpu), args.output, args.duration)
         )
     except KeyboardInterrupt:
         print(f"stopped; {args.output} holds every complete frame", file=sys.stderr)

@@ -9,12 +9,13 @@ from pathlib import Path
 import yaml
 
 from vtop.cli.errors import EXIT_USAGE, CliError
-from vtop.cli.options import add_rules_option, parser
+from vtop.cli.options import add_rules_option, parser, settings_from
 from vtop.core.ops.export_unittest import RULES_FILE, TESTS_FILE, export_tests
 from vtop.core.ops.rule_unittest import run_rule_tests
 from vtop.core.rules.export import ExportOptions, export_rules
 from vtop.core.rules.loader import PACKAGED, load_rules
-from vtop.core.rules.rule import Rule, RuleFileError
+from vtop.core.rules.rule import PHASES, Rule, RuleFileError
+from vtop.text.rules_reference import rules_reference
 
 EXIT_RULE_ERRORS = 1
 
@@ -72,6 +73,19 @@ def rules_parser() -> argparse.ArgumentParser:
         help="a vtop: setting every server shares (e.g. max_num_seqs=256), so the rules that "
         "need it export too; repeatable (default: none)",
     )
+    export.add_argument(
+        "--runbook-base",
+        metavar="URL",
+        help="where you publish vtop's rules reference (docs/rules.md): each alert's "
+        "runbook_url is its rule's anchor there (or runbook_base in the config file; "
+        "default: no runbook_url)",
+    )
+    listing = sub.add_parser("list", help="every rule: id, phase, severity, title")
+    add_rules_option(listing)
+    doc = sub.add_parser(
+        "doc", help="print the rules reference (Markdown, an anchor per rule id: docs/rules.md)"
+    )
+    add_rules_option(doc)
     sub.add_parser("path", help="print where the shipped rules are")
     return rules_cli
 
@@ -125,27 +139,44 @@ def _export_tests(rules: list[Rule], directories: list[Path], out: Path) -> int:
     return EXIT_RULE_ERRORS if exported.errors else 0
 
 
+def rule_table(rules: list[Rule]) -> list[str]:
+    """One line per rule in triage order: id, phase, severity, title."""
+    ordered = sorted(rules, key=lambda rule: (PHASES.index(rule.phase), rule.id))
+    width = max((len(rule.id) for rule in ordered), default=2)
+    head = f"{'id':<{width}}  {'phase':<9}  {'severity':<8}  title"
+    rows = [f"{r.id:<{width}}  {r.phase:<9}  {r.severity:<8}  {r.title}" for r in ordered]
+    return [head, *rows]
+
+
 def rules_main(argv: list[str]) -> int:
     """Run `vtop rules ...`."""
     args = rules_parser().parse_args(argv)
     if args.action == "path":
         print(PACKAGED)
         return 0
-    directories = (
-        [Path(d) for d in args.rules or []] if args.action == "export" else [args.directory]
-    )
+    with_shipped = args.action in ("export", "list", "doc")
+    directories = [Path(d) for d in args.rules or []] if with_shipped else [args.directory]
     for directory in directories:
         problem = rule_directory_problem(directory)
         if problem is not None:
             raise CliError(f"rules {args.action}: {problem}", EXIT_USAGE)
     try:
-        loaded = load_rules([PACKAGED, *directories] if args.action == "export" else directories)
+        loaded = load_rules([PACKAGED, *directories] if with_shipped else directories)
     except RuleFileError as error:
         raise CliError(str(error), EXIT_RULE_ERRORS) from None
     if args.action == "export" and args.tests is not None:
         return _export_tests(loaded, [PACKAGED, *directories], args.tests)
+    if args.action == "list":
+        print("\n".join(rule_table(loaded)))
+        return 0
+    if args.action == "doc":
+        print(rules_reference(loaded), end="")
+        return 0
     if args.action == "export":
-        options = ExportOptions(args.scrape_interval, args.evaluation_interval, dict(args.setting))
+        base = args.runbook_base or settings_from(argparse.Namespace()).runbook_base
+        options = ExportOptions(
+            args.scrape_interval, args.evaluation_interval, dict(args.setting), base
+        )
         print(yaml.safe_dump(export_rules(loaded, options), sort_keys=False, width=120))
         return 0
     if args.action == "check":

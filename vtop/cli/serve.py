@@ -10,11 +10,8 @@ import time
 
 from vtop.cli.dashboard import run_dashboard
 from vtop.cli.errors import CliError
-from vtop.cli.options import add_view_options, parser, scrape_options, settings_from
-from vtop.core.ingest.feeds import LiveFeed
-from vtop.core.ingest.sources.nvml import NvmlSource
-from vtop.core.ingest.sources.process_log import LogTail
-from vtop.core.ingest.sources.vllm_http import VllmHttpSource
+from vtop.cli.options import add_view_options, parser, settings_from
+from vtop.core.ingest.open_feed import open_feed
 from vtop.core.manage.apply import wait_ready
 from vtop.core.manage.process import ProcessError, port_of, start, stop
 from vtop.core.process_state import (
@@ -104,8 +101,7 @@ def watch(state: ServerState, args: argparse.Namespace) -> int:
     """The dashboard on a managed server, with its log."""
     vllm_args = args.vllm_args or shlex.join(state.argv)
     settings = settings_from(args, urls=(state.url,), vllm_args=vllm_args)
-    source = VllmHttpSource(state.url, scrape_options(settings))
-    feed = LiveFeed([source], NvmlSource(), settings.interval_s, LogTail(state), state)
+    feed = open_feed(settings, server=state)
     return run_dashboard(settings, feed, server=state, readonly=args.readonly)
 
 

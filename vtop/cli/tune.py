@@ -34,6 +34,8 @@ def tune_parser() -> argparse.ArgumentParser:
     tuner.add_argument("--prompt-tokens", type=int, default=96, help="tokens per prompt")
     tuner.add_argument("--output-tokens", type=int, default=300, help="tokens per output")
     tuner.add_argument("--no-rollback", action="store_true", help="keep the change whatever")
+    tuner.add_argument("--interval", type=float, help="seconds between scrapes (1)")
+    tuner.add_argument("--timeout", type=float, help="whole-scrape deadline in seconds (5)")
     add_rules_option(tuner)
     return tuner
 
@@ -41,7 +43,8 @@ def tune_parser() -> argparse.ArgumentParser:
 def tune_main(argv: list[str]) -> int:
     """Run `vtop tune`."""
     args = tune_parser().parse_args(argv)
-    rules = rules_of(settings_from(args))
+    settings = settings_from(args)
+    rules = rules_of(settings)
     state = pick_server(args.name)
     if not is_alive(state):
         raise CliError(f"{state.name} is not running (pid {state.pid})")
@@ -67,6 +70,7 @@ def tune_main(argv: list[str]) -> int:
         rules,
         state_dir(),
         load,
+        settings,
         args.finding,
         not args.no_rollback,
         warmup,

@@ -12,14 +12,13 @@ from vtop.cli.frames import file_argument
 from vtop.cli.options import (
     add_rules_option,
     add_target_options,
-    log_text_of,
+    diagnose_options_of,
     parser,
     rules_of,
     settings_from,
     step_profiles_of,
     warn_unkept,
 )
-from vtop.core.config.effective_config import DiagnoseOptions
 from vtop.core.config.settings import DEFAULT_URL
 from vtop.core.session.diagnose import judged_window
 from vtop.core.strict_json import strict_json
@@ -32,9 +31,10 @@ DEFAULT_WINDOW_S = 30.0
 
 
 def _change(text: str) -> tuple[str, float]:
-    """FLAG=VALUE for --set."""
+    """FLAG=VALUE for --set: `max-num-seqs=8`, `--max-num-seqs=8`, or `max_num_seqs=8` (the
+    setting's name, as the report's config lists it)."""
     flag, equals, value = text.partition("=")
-    flag = "--" + flag.strip().lstrip("-")
+    flag = "--" + flag.strip().lstrip("-").replace("_", "-")
     try:
         number = float(value)
     except ValueError:
@@ -87,10 +87,7 @@ def whatif_main(argv: list[str]) -> int:
     urls = (args.url,) if args.url and path is None else None
     settings = settings_from(args, urls=urls)
     rules = rules_of(settings, EXIT_CANNOT)
-    log = log_text_of(settings, EXIT_CANNOT)
-    options = DiagnoseOptions(
-        settings.window_s, settings.interval_s, settings.vllm_args, log, False
-    )
+    options = diagnose_options_of(settings, EXIT_CANNOT, read_gpus=False)
     frames = window_of(args, path, settings, options)
     targets = [scrape.target for frame in frames for scrape in frame.scrapes]
     if not targets:

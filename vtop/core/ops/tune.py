@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from vtop.core.config.server_config import ServerConfig
+from vtop.core.config.settings import Settings
 from vtop.core.frame import Frame
-from vtop.core.ingest.feeds import LiveFeed, sample
-from vtop.core.ingest.sources.vllm_http import ScrapeOptions, VllmHttpSource
+from vtop.core.ingest.feeds import sample
+from vtop.core.ingest.open_feed import open_feed
 from vtop.core.manage.apply import Applied, apply_and_verify
 from vtop.core.manage.bench import Bench, BenchConfig
 from vtop.core.manage.bench_report import BenchReport
@@ -20,8 +22,7 @@ from vtop.core.manage.verdict import Measurement, measure
 from vtop.core.process_state import ServerState, read_log
 from vtop.core.rules.engine import Finding, ProposedChange
 from vtop.core.rules.rule import Rule
-from vtop.core.session.diagnose import DiagnoseOptions, Diagnosis, judged_diagnosis
-from vtop.core.store.store import Store
+from vtop.core.session.diagnose import DiagnoseOptions, Diagnosis, judged_diagnosis, judged_window
 from vtop.core.whatif.predict import predict_change, remember_steps
 from vtop.core.whatif.profile import StepProfiles
 
@@ -33,6 +34,8 @@ class TuneOptions:
     rules: list[Rule]
     directory: Path
     load: Callable[[str], BenchConfig]
+    settings: Settings = field(default_factory=Settings)
+    """How to reach the server (its deadline, interval, key and TLS): the command's settings."""
     finding_id: str | None = None
     rollback: bool = True
     warmup: Callable[[str], BenchConfig] | None = None
@@ -41,9 +44,11 @@ class TuneOptions:
     """Where the model keeps the step times it has seen (None: nowhere)."""
 
 
-async def measure_window(url: str, load: BenchConfig) -> tuple[list[Frame], BenchReport]:
+async def measure_window(
+    state: ServerState, load: BenchConfig, settings: Settings
+) -> tuple[list[Frame], BenchReport]:
     """Run the load and read the server's live feed while it runs (and once after)."""
-    feed = LiveFeed([VllmHttpSource(url, ScrapeOptions(timeout_s=10))], None, 1.0)
+    feed = open_feed(settings, gpus=False, server=state)
     task = asyncio.ensure_future(Bench(load).run())
     frames: list[Frame] = []
     try:
@@ -61,13 +66,12 @@ async def measure_window(url: str, load: BenchConfig) -> tuple[list[Frame], Benc
 def measurement(
     frames: list[Frame],
     report: BenchReport,
-    profiles: StepProfiles | None = None,
+    options: TuneOptions,
     server: ServerConfig | None = None,
 ) -> Measurement:
-    """The judged figures over the whole window (its step times kept in `profiles`)."""
-    store = Store()
-    for frame in frames:
-        store.ingest(frame)
+    """The judged figures over the whole window (its step times kept in the profiles)."""
+    store = judged_window(frames, options.rules, DiagnoseOptions(read_gpus=False)).store
+    profiles = options.profiles
     target = frames[0].scrapes[0].target
     now = frames[-1].timestamp
     window = now - frames[0].timestamp
@@ -91,9 +95,10 @@ def pick(diagnosis: Diagnosis, finding_id: str | None) -> tuple[Finding, Propose
 async def tune(state: ServerState, options: TuneOptions) -> Applied | str:
     """Baseline under the load, then the apply flow measured by the same load; a string says
     why nothing was applied."""
-    frames, report = await measure_window(state.url, options.load(state.url))
+    frames, report = await measure_window(state, options.load(state.url), options.settings)
     log, _ = read_log(state)
-    told = DiagnoseOptions(vllm_args=" ".join(state.argv), vllm_log=log)
+    settings = dataclasses.replace(options.settings, vllm_args=" ".join(state.argv))
+    told = DiagnoseOptions.from_settings(settings, log, read_gpus=False)
     diagnosis, session = judged_diagnosis(state.url, frames, options.rules, told)
     chosen = pick(diagnosis, options.finding_id)
     if chosen is None:
@@ -102,11 +107,12 @@ async def tune(state: ServerState, options: TuneOptions) -> Applied | str:
     async def after(new_state: ServerState) -> Measurement:
         if options.warmup is not None:
             await Bench(options.warmup(new_state.url)).run()
-        frames, report = await measure_window(new_state.url, options.load(new_state.url))
-        return measurement(frames, report, options.profiles, config)
+        load = options.load(new_state.url)
+        frames, report = await measure_window(new_state, load, options.settings)
+        return measurement(frames, report, options, config)
 
     finding, change = chosen
-    before = measurement(frames, report)
+    before = measurement(frames, report, dataclasses.replace(options, profiles=None))
     config = session.targets[state.url].config if state.url in session.targets else None
     predicted = None
     if config is not None and session.now is not None:

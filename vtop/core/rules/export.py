@@ -27,7 +27,6 @@ from vtop.core.rules.records import Record, closure
 from vtop.core.rules.rule import Rule
 
 INSTANCE = "instance"
-RUNBOOK = "https://pypi.org/project/vtop-vllm/#rules"
 SAMPLES_PER_WINDOW = 4
 """A window holds at least four scrapes, so rate() always has two samples (Prometheus's advice)."""
 GROUP = "vtop-triage"
@@ -41,6 +40,14 @@ class ExportOptions:
     evaluation_interval_s: float = 15.0
     settings: Mapping[str, float] = dataclasses.field(default_factory=dict)
     """`vtop:` settings (without the prefix) that hold for every server this Prometheus sees."""
+    runbook_base: str | None = None
+    """Where the operator publishes vtop's rules reference (docs/rules.md): each alert's
+    runbook_url is its rule's anchor there; without it, alerts carry no runbook_url."""
+
+
+def runbook_url(base: str, rule: Rule) -> str:
+    """The rule's anchor in the rules reference: `BASE#m1` (the page has a heading per id)."""
+    return f"{base.split('#', 1)[0]}#{rule.id.lower()}"
 
 
 def alert_name(rule: Rule) -> str:
@@ -119,7 +126,11 @@ def _alert(rule: Rule, expr: Expr, name: str, options: ExportOptions) -> dict[st
                 " with value {{ $value }}. Run `vtop diagnose` against this server for the"
                 " evidence and the flag change."
             ),
-            "runbook_url": f"{RUNBOOK}-{rule.id.lower()}",
+            **(
+                {"runbook_url": runbook_url(options.runbook_base, rule)}
+                if options.runbook_base
+                else {}
+            ),
         },
     }
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 from dataclasses import dataclass, field
@@ -9,11 +10,10 @@ from dataclasses import dataclass, field
 from vtop.core.config.effective_config import DiagnoseOptions as DiagnoseOptions
 from vtop.core.config.server_config import ServerConfig
 from vtop.core.frame import Frame, ScrapeStatus, TargetScrape
-from vtop.core.ingest.feeds import Feed, LiveFeed, sample
+from vtop.core.ingest.feeds import Feed, sample
 from vtop.core.ingest.quality import Defect
-from vtop.core.ingest.sources.nvml import NvmlSource
 from vtop.core.ingest.sources.prometheus import PrometheusClient, PrometheusError, history_frames
-from vtop.core.ingest.sources.vllm_http import ScrapeOptions, VllmHttpSource
+from vtop.core.ingest.sources.vllm_http import ScrapeOptions, cannot_connect
 from vtop.core.rules.engine import Triage, Unchecked
 from vtop.core.rules.promql.ast import selectors
 from vtop.core.rules.rule import Rule
@@ -77,28 +77,20 @@ def had_traffic(store: Store, target: str, now: float, window: float) -> bool:
     return any(value > 0 for value in grown.values())
 
 
-async def diagnose_url(
-    url: str, rules: list[Rule], options: DiagnoseOptions, scrape_options: ScrapeOptions
-) -> Diagnosis:
-    """Sample one live server for the window and triage it."""
-    nvml = NvmlSource() if options.read_gpus else None
-    feed = LiveFeed([VllmHttpSource(url, scrape_options)], nvml, options.interval_s)
-    return await diagnose_feed(feed, rules, options)
-
-
-async def diagnose_feed(feed: Feed, rules: list[Rule], options: DiagnoseOptions) -> Diagnosis:
-    """A feed read for the window (closed after), then triaged like the dashboard would."""
-    frames = await window_frames(feed, options)
-    target = next((s.target for f in frames for s in f.scrapes), "unknown")
-    return diagnose_frames(target, frames, rules, options)
-
-
-async def window_frames(feed: Feed, options: DiagnoseOptions) -> list[Frame]:
-    """The feed's frames for the window (the feed closed after)."""
+async def window_frames(feed: Feed, window_s: float) -> list[Frame]:
+    """The feed's frames for the window (the feed closed after): the one "sample a window,
+    then close" of diagnose, bundle and tune. A first frame in which no server could even be
+    connected to ends it at once: a refused port is not worth a window of waiting."""
+    frames: list[Frame] = []
     try:
-        return [frame async for frame in sample(feed, options.window_s)]
+        async with contextlib.aclosing(sample(feed, window_s)) as sampled:
+            async for frame in sampled:
+                frames.append(frame)
+                if len(frames) == 1 and frame.scrapes and all(map(cannot_connect, frame.scrapes)):
+                    break
     finally:
         await feed.close()
+    return frames
 
 
 async def diagnose_prometheus(
@@ -124,12 +116,7 @@ async def diagnose_prometheus(
 def diagnose_frames(
     target: str, frames: list[Frame], rules: list[Rule], options: DiagnoseOptions
 ) -> Diagnosis:
-    """Triage recorded or freshly sampled frames (the same code as the dashboard).
-
-    When the target stopped answering before the window ended, the triage is of the frames up
-    to its last answer (a failed scrape leaves no value to judge, but the evidence before it
-    stands) and the diagnosis says so.
-    """
+    """Triage recorded or freshly sampled frames (the same code as the dashboard)."""
     return judged_diagnosis(target, frames, rules, options)[0]
 
 
@@ -138,24 +125,55 @@ def judged_diagnosis(
 ) -> tuple[Diagnosis, Session]:
     """`diagnose_frames`, and the session that judged the window (for the scheduler model,
     which calibrates on the same store)."""
-    answered = frames[: _last_answer(target, frames) + 1] or frames
-    session = judged_window(answered, rules, options)
-    diagnosis = _target_diagnosis(session, target, answered)
-    unanswered = [s for f in frames[len(answered) :] for s in f.scrapes if s.target == target]
-    if unanswered and diagnosis.triage is not None:
-        last = unanswered[-1]
-        diagnosis.stopped_answering = (
-            f"the last {len(unanswered)} scrape(s) of the window failed "
-            f"({last.status.value}: {last.error}); judged up to the last answer, "
-            f"{frames[-1].timestamp - answered[-1].timestamp:.0f} s before the window's end"
+    session = judged_window(frames, rules, options)
+    return diagnosis(session, target), session
+
+
+def diagnosis(session: Session, target: str) -> Diagnosis:
+    """One target's triage as the session stands: what `vtop diagnose`, the dashboard's `d`
+    and `b`, bundles and `vtop tune` all report, so the same frames read alike everywhere.
+
+    The window is the span the session has seen. When the target stopped answering, it is
+    judged on the evidence up to its last answer (a failed scrape leaves no value to judge, but
+    the evidence before it stands) and the diagnosis says so.
+    """
+    view = session.target(target)
+    last_ok = session.store.target_last_ok(target)
+    end = session.now if session.now is not None else 0.0
+    stopped = view.failures_since_ok > 0 and last_ok is not None
+    now = last_ok if stopped and last_ok is not None else end
+    window = now - (session.first_timestamp if session.first_timestamp is not None else now)
+    events = [m for m in session.marks if m.target == target]
+    found = Diagnosis(target, now, window, view.triage, view.config, None, events=events)
+    found.data_quality = list({(d.kind, d.line): d for _, d in reversed(view.defects)}.values())
+    found.data_quality.reverse()
+    reason = _no_diagnosis_reason(session.store, target, now, window)
+    if reason is not None:
+        found.triage = None
+        found.reason = reason if last_ok is not None else _never_answered(view.last_scrape)
+        return found
+    found.summary = summarize(session.store, target, now, window)
+    if view.triage is not None:
+        found.triage = with_short_windows(
+            view.triage, session.engine.rules, session.store, target, window
         )
-    return diagnosis, session
+    if stopped and view.last_scrape is not None:
+        last = view.last_scrape
+        found.stopped_answering = (
+            f"the last {view.failures_since_ok} scrape(s) of the window failed "
+            f"({last.status.value}: {last.error}); judged up to the last answer, "
+            f"{end - now:.0f} s before the window's end"
+        )
+    return found
 
 
-def _last_answer(target: str, frames: list[Frame]) -> int:
-    """The index of the last frame in which the target answered, or -1."""
-    answered = [i for i, f in enumerate(frames) for s in f.scrapes if s.target == target and s.ok]
-    return answered[-1] if answered else -1
+def _never_answered(scrape: TargetScrape | None) -> str:
+    """Why a target that never answered cannot be diagnosed."""
+    if scrape is None:
+        return "no scrape was taken"
+    if scrape.status is ScrapeStatus.NOT_VLLM:
+        return f"not a vLLM endpoint: {scrape.error}"
+    return f"{scrape.status.value}: {scrape.error}"
 
 
 def judged_window(frames: list[Frame], rules: list[Rule], options: DiagnoseOptions) -> Session:
@@ -197,31 +215,9 @@ def diagnose_fleet(
 ) -> FleetDiagnosis:
     """Triage every server in the frames, and the fleet rules across them."""
     session = judged_window(frames, rules, options)
-    servers = [_target_diagnosis(session, target, frames) for target in session.targets]
+    servers = [diagnosis(session, target) for target in session.targets]
     events = [m for m in session.marks if m.target == FLEET_TARGET]
     return FleetDiagnosis(servers, session.fleet.triage, events)
-
-
-def _target_diagnosis(session: Session, target: str, frames: list[Frame]) -> Diagnosis:
-    """One target's diagnosis at the last frame of a session that ingested `frames`."""
-    view = session.target(target)
-    now = frames[-1].timestamp
-    window = now - frames[0].timestamp
-    events = [m for m in session.marks if m.target == target]
-    diagnosis = Diagnosis(target, now, window, view.triage, view.config, None, events=events)
-    diagnosis.data_quality = list(
-        {(d.kind, d.line): d for _, d in reversed(view.defects)}.values()
-    )[::-1]
-    reason = _no_diagnosis_reason(session.store, target, now, window, view.last_scrape)
-    if reason is not None:
-        diagnosis.triage, diagnosis.reason = None, reason
-    else:
-        diagnosis.summary = summarize(session.store, target, now, window)
-        if view.triage is not None:
-            diagnosis.triage = with_short_windows(
-                view.triage, session.engine.rules, session.store, target, window
-            )
-    return diagnosis
 
 
 def with_short_windows(
@@ -258,16 +254,10 @@ def _has_inputs(rule: Rule, store: Store, target: str) -> bool:
     return any(store.select(name, None if name.startswith("nvml:") else local) for name in names)
 
 
-def _no_diagnosis_reason(
-    store: Store, target: str, now: float, window: float, scrape: TargetScrape | None
-) -> str | None:
-    """Why there can be no diagnosis: unreachable, not vLLM, or no traffic."""
+def _no_diagnosis_reason(store: Store, target: str, now: float, window: float) -> str | None:
+    """Why there can be no diagnosis: never answered, alternating processes, or no traffic."""
     if store.target_last_ok(target) is None:
-        if scrape is None:
-            return "no scrape was taken"
-        if scrape.status is ScrapeStatus.NOT_VLLM:
-            return f"not a vLLM endpoint: {scrape.error}"
-        return f"{scrape.status.value}: {scrape.error}"
+        return "never answered"
     processes = store.alternating(target, now, window + 1)
     if processes:
         return alternation_text(processes)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -22,6 +21,7 @@ from vtop.core.frame import (
     GpuSnapshot,
     TargetScrape,
 )
+from vtop.core.ingest.excerpt import STARTUP_LINE
 from vtop.core.ingest.exposition_writer import exposition_text
 from vtop.core.ingest.quality import Defect, QualityChecker
 from vtop.core.rules.alerts import alert_triage, fleet_alert_triage
@@ -30,7 +30,6 @@ from vtop.core.rules.rule import Rule
 from vtop.core.store.store import DEFAULT_CAPACITY, Store
 from vtop.core.store.summary import TargetSummary, merged_latency, quick_summary, summarize
 
-STARTUP_LINE = re.compile(r"non-default args:")
 LOG_LINES_KEPT = 5000
 MARKS_KEPT = 500
 FRAMES_KEPT = 600
@@ -84,6 +83,8 @@ class TargetState:
     last_scrape: TargetScrape | None = None
     last_ok_scrape: TargetScrape | None = None
     last_timestamp: float | None = None
+    failures_since_ok: int = 0
+    """Scrapes that failed since the last answer (0 while it answers)."""
 
     @property
     def summary(self) -> TargetSummary | None:
@@ -122,6 +123,8 @@ class Session:
         self.exited: dict[str, Mark] = {}
         """Managed servers whose process exited, by target (until they answer again)."""
         self.now: float | None = None
+        self.first_timestamp: float | None = None
+        """The time of the first frame: the session has seen from then to `now`."""
         self._log_changed = False
         self.rule_budget = rule_budget
         """At most this many targets' rules per frame (round robin; the focused one always)."""
@@ -135,6 +138,8 @@ class Session:
     def ingest(self, frame: Frame) -> None:
         """One frame: store, log, config, rules, history and marks."""
         self.now = frame.timestamp
+        if self.first_timestamp is None:
+            self.first_timestamp = frame.timestamp
         self._keep_recent(frame)
         if frame.gpu is not None:
             self.gpu = frame.gpu
@@ -218,6 +223,7 @@ class Session:
         """Config, history and (when `judged`) triage for one target."""
         view = self.target(scrape.target)
         view.last_timestamp = frame.timestamp
+        view.failures_since_ok = 0 if scrape.ok else view.failures_since_ok + 1
         if not scrape.ok:
             previous = view.last_scrape
             if previous is None or previous.status is not scrape.status:

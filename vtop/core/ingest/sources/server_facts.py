@@ -6,21 +6,26 @@
   `VLLM_SERVER_DEV_MODE=1` (`vllm/entrypoints/serve/dev/server_info`); 404 otherwise.
 
 Each is asked once per process start, within the scrape's deadline and a small byte limit.
+When the model path that /v1/models names is a directory on this host, its `config.json` is read
+then too (the KV geometry, as `model_*` settings): the frames carry it, so a recording replayed
+on another host sizes the KV cache as it was sized here.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
 
+from vtop.core.config.kv import ModelShape
+from vtop.core.config.server_config import Fact
 from vtop.core.ingest.sources.bounded_http import BodyError, DeadlineError, bounded_get
 
 MAX_FACTS_BYTES = 4 * 1024 * 1024
-Fact = tuple[str, float | str | bool, str]
-"""(setting name, value, source)."""
+MAX_MODEL_CONFIG_BYTES = 1024 * 1024
 SERVER_INFO_FIELDS = {
     ("scheduler_config", "max_num_seqs"): "max_num_seqs",
     ("scheduler_config", "max_num_batched_tokens"): "max_num_batched_tokens",
@@ -53,7 +58,23 @@ async def ask_server_facts(
     info_doc = await _json(client, base_url + "/server_info?config_format=json", headers, timeout_s)
     version = version_doc.get("version") if isinstance(version_doc, dict) else None
     facts = models_settings(models_doc) + server_info_settings(info_doc)
-    return ServerFacts(str(version) if version else None, facts)
+    model = next((value for name, value, _ in facts if name == "model"), None)
+    shape = read_model_facts(model) if isinstance(model, str) else ()
+    return ServerFacts(str(version) if version else None, facts + shape)
+
+
+def read_model_facts(model: str) -> tuple[Fact, ...]:
+    """The KV geometry from a model directory's config.json on this host (nothing when the
+    path is not local, not readable, too large or not a model config)."""
+    path = Path(model) / "config.json"
+    try:
+        with path.open("rb") as file:
+            raw = file.read(MAX_MODEL_CONFIG_BYTES + 1)
+        if len(raw) > MAX_MODEL_CONFIG_BYTES:
+            return ()
+        return ModelShape.from_config(json.loads(raw)).facts()
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return ()
 
 
 async def _json(

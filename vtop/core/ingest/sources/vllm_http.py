@@ -187,6 +187,15 @@ class VllmHttpSource:
         return found
 
 
+CONNECT_FAILED = "connection failed"
+
+
+def cannot_connect(scrape: TargetScrape) -> bool:
+    """True when the scrape failed before any answer: refused, or no such host (waiting a
+    window will not change that; a timeout might)."""
+    return scrape.status is ScrapeStatus.UNREACHABLE and scrape.error.startswith(CONNECT_FAILED)
+
+
 KEEPALIVE_S = 2.0
 """Below uvicorn's 5 s keep-alive, so a scrape never goes out on a connection being closed."""
 
@@ -213,7 +222,7 @@ def describe_error(error: httpx.HTTPError) -> str:
     if isinstance(error, httpx.TimeoutException):
         return f"timed out: {type(error).__name__}"
     if isinstance(error, httpx.ConnectError):
-        return f"connection failed: {error}" if str(error) else "connection refused"
+        return f"{CONNECT_FAILED}: {error}" if str(error) else f"{CONNECT_FAILED}: refused"
     return f"{type(error).__name__}: {error}"
 
 

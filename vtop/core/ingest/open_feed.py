@@ -1,0 +1,50 @@
+"""The one assembler of feeds: settings (plus what a command adds: a managed server to follow,
+a recording to write, no GPUs) -> the feed the command reads. Every command opens its feed
+here, so the interval, the deadline, the API key and TLS are the settings' everywhere."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from vtop.core.config.settings import Settings
+from vtop.core.ingest.feeds import Feed, LiveFeed, RecordingFeed
+from vtop.core.ingest.recorder import RecordingWriter
+from vtop.core.ingest.sources.nvml import NvmlSource
+from vtop.core.ingest.sources.process_log import LogTail
+from vtop.core.ingest.sources.prometheus import PrometheusClient, PrometheusFeed
+from vtop.core.ingest.sources.vllm_http import ScrapeOptions, VllmHttpSource
+from vtop.core.process_state import ServerState
+
+
+def scrape_options(settings: Settings) -> ScrapeOptions:
+    """How to reach the endpoints: the settings' deadline, key and TLS policy."""
+    return ScrapeOptions(settings.timeout_s, settings.api_key, settings.verify_tls)
+
+
+def open_feed(
+    settings: Settings,
+    *,
+    gpus: bool = True,
+    server: ServerState | None = None,
+    record: Path | None = None,
+) -> Feed:
+    """The feed of the settings' endpoints (or of their Prometheus server); with `server`, the
+    managed server's own URL and log; written to `record` as it is read when given."""
+    options = scrape_options(settings)
+    feed: Feed
+    if settings.prometheus and server is None:
+        client = PrometheusClient(settings.prometheus, options)
+        feed = PrometheusFeed(client, settings.interval_s, settings.prometheus_alerts)
+    else:
+        urls = (server.url,) if server is not None else settings.urls
+        sources = [VllmHttpSource(url, options) for url in urls]
+        log = LogTail(server) if server is not None else None
+        nvml = NvmlSource() if gpus else None
+        feed = LiveFeed(sources, nvml, settings.interval_s, log, server)
+    return RecordingFeed(feed, RecordingWriter(record)) if record is not None else feed
+
+
+def first_server(settings: Settings) -> Settings:
+    """The settings narrowed to their first endpoint (a one-shot command judges one server)."""
+    return dataclasses.replace(settings, urls=settings.urls[:1])
