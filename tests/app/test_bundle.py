@@ -12,6 +12,7 @@ from tests.support.app import replay_app, wait_for
 from tests.support.demo import FRAMES
 from tests.support.storm import storm
 from vtop.cli.frames import read_frames
+from vtop.core.config.settings import Settings
 from vtop.core.ingest.bundle import is_bundle
 from vtop.core.ingest.recorder import RecordingWriter
 from vtop.core.rules.loader import load_rules
@@ -60,8 +61,7 @@ def test_bundle_of_a_broken_recording_is_a_clear_error(tmp_path: Path) -> None:
 
 
 async def test_dashboard_b_key_writes_a_bundle(tmp_path: Path) -> None:
-    app = replay_app([storm(t) for t in range(20)])
-    app.settings = app.settings.__class__(bundle_dir=str(tmp_path))
+    app = replay_app([storm(t) for t in range(20)], Settings(bundle_dir=str(tmp_path)))
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, lambda: app.target is not None and app.target.triage is not None)
         await pilot.press("b")

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from textual.command import CommandPalette
+from textual.pilot import Pilot
 
 from tests.support import metrics_process
 from tests.support.app import banner, header, replay_app, wait_for
@@ -32,6 +33,7 @@ from vtop.ui import actions as ui_actions
 from vtop.ui.app import YOUNG_COLLECTION_EVERY, VtopApp
 from vtop.ui.screens.confirm import ConfirmScreen
 from vtop.ui.screens.text_screen import TextScreen
+from vtop.ui.widgets.banner import Banner
 from vtop.ui.widgets.findings import FindingsPanel
 from vtop.ui.widgets.header import Header
 from vtop.ui.widgets.time_chart import TimeChart
@@ -41,7 +43,7 @@ METRICS_PROCESS = Path(metrics_process.__file__)
 
 def live_app(url: str, nvml: NvmlSource | None = None, interval: float = 0.2) -> VtopApp:
     """The dashboard polling one real local endpoint."""
-    settings = Settings(urls=(url,), interval_s=interval, timeout_s=2)
+    settings = Settings(urls=(url,), interval_s=interval, timeout_s=2, window_s=1.0)
     source = VllmHttpSource(url, ScrapeOptions(timeout_s=2))
     return VtopApp(settings, LiveFeed([source], nvml, interval), load_rules())
 
@@ -122,7 +124,7 @@ async def test_nvml_failing_mid_run_is_shown_in_the_gpu_panel() -> None:
             gpu.temperature = NVMLError_GpuIsLost
             gpu.util = NVMLError_GpuIsLost
             await wait_for(pilot, lambda: bool(app.session.gpu and app.session.gpu.gpus[0].errors))
-            assert "LIVE" in header(app)
+            await wait_for(pilot, lambda: "LIVE" in header(app))
             await app.feed.close()
 
 
@@ -223,7 +225,7 @@ async def test_apply_key_restarts_measures_and_rolls_back(
     argv = [sys.executable, str(METRICS_PROCESS), "--port", str(port), "--max-num-seqs", "16"]
     state, child = start("fake", argv, tmp_path)
     keep_reaped(state, child)
-    settings = Settings(urls=(state.url,), interval_s=0.5, window_s=2.0)
+    settings = Settings(urls=(state.url,), interval_s=0.5, window_s=4.0)  # jitter / window small
     source = VllmHttpSource(state.url, ScrapeOptions(timeout_s=2))
     feed = LiveFeed([source], None, 0.5, LogTail(state), state)
     app = VtopApp(settings, feed, load_rules(), server=state)
@@ -264,7 +266,8 @@ async def test_readonly_and_unmanaged_servers_refuse_actions() -> None:
         await pilot.press("a")
         await pilot.pause(0.2)
         assert not isinstance(app.screen, ConfirmScreen)
-        app.server, app.readonly = ServerState("x", 1, 1, (), 8000, "", 0.0, None), True
+        app.actions.server = ServerState("x", 1, 1, (), 8000, "", 0.0, None)
+        app.actions.readonly = True
         await pilot.press("r")
         await pilot.pause(0.2)
         assert not isinstance(app.screen, ConfirmScreen)
@@ -311,3 +314,37 @@ async def test_frames_arriving_while_the_app_shuts_down_are_ignored() -> None:
         await header_widget.remove()
         app.refresh_views()  # a FramesReady handled in that window must not raise
         app._running = True
+
+
+def broken(*_: object, **__: object) -> None:
+    raise RuntimeError("the disk is full")
+
+
+async def banner_says(app: VtopApp, pilot: Pilot[int], text: str) -> None:
+    """The dashboard is still running and its banner carries `text`."""
+    banner = app.dashboard.query_one(Banner)
+    await wait_for(pilot, lambda: text in str(banner.text or ""), 20)
+    assert app.is_running and app.screen is not None
+
+
+@pytest.mark.parametrize("action", ["apply", "restart", "bundle"])
+async def test_a_failing_worker_is_a_banner_never_the_end_of_the_app(
+    action: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ui_actions, "DRAIN_TIMEOUT_S", 0.1)
+    monkeypatch.setattr(ui_actions, "apply_and_verify", broken)
+    monkeypatch.setattr(ui_actions, "switch", broken)
+    monkeypatch.setattr(ui_actions, "write_bundle", broken)
+    monkeypatch.setattr(ui_actions, "audit", lambda *_, **__: None)
+    monkeypatch.setenv("VTOP_STATE_DIR", str(tmp_path))
+    app = replay_app([storm(t) for t in range(20)], Settings(bundle_dir=str(tmp_path)))
+    app.actions.server = ServerState(
+        "x", 1, 1, ("vllm", "serve", "--max-num-seqs", "16"), 8000, "", 0.0, None
+    )
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: bool(app.query_one(FindingsPanel).findings))
+        await pilot.press({"apply": "a", "restart": "r", "bundle": "b"}[action])
+        if action != "bundle":
+            await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+            await pilot.press("y")
+        await banner_says(app, pilot, f"{action} failed: the disk is full")

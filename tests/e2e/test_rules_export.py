@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-
 RUNBOOKS = "https://wiki.example.com/vtop/rules.md"
 
 

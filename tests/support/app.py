@@ -18,10 +18,11 @@ from vtop.ui.widgets.banner import Banner
 from vtop.ui.widgets.header import Header
 
 
-def replay_app(frames: list[Frame]) -> VtopApp:
+def replay_app(frames: list[Frame], settings: Settings | None = None) -> VtopApp:
     """The dashboard on frames given at once."""
     clock = frames[-1].timestamp
-    return VtopApp(Settings(), ReplayFeed(frames, speed=0), load_rules(), clock=lambda: clock)
+    feed = ReplayFeed(frames, speed=0)
+    return VtopApp(settings or Settings(), feed, load_rules(), clock=lambda: clock)
 
 
 async def wait_for(pilot: Pilot[int], condition: Callable[[], bool], timeout: float = 15) -> None:

@@ -8,6 +8,8 @@ from vtop.core.manage.bench import BenchConfig, Lengths
 LIGHT = ServerSpec(max_num_seqs=16)
 STORM = ServerSpec(num_gpu_blocks_override=8, block_size=128, max_num_seqs=16)
 SEQ_LIMITED = ServerSpec(max_num_seqs=2)
+ADMISSION_LIMITED = ServerSpec(max_num_seqs=2, max_num_queued_reqs=4)
+"""vLLM's admission limit: beyond four requests in the system, HTTP 503."""
 SMALL_BUDGET = ServerSpec(
     max_num_seqs=16, max_num_batched_tokens=64, prefix_caching=False, max_model_len=1024
 )

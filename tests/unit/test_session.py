@@ -80,12 +80,11 @@ def test_restart_is_marked_and_findings_clear() -> None:
 
 def test_a_rule_budget_judges_servers_in_turn_and_the_focused_one_always() -> None:
     session = Session(load_rules(), DiagnoseOptions(), rule_budget=2)
-    session.focus = "http://e"
     names = [f"http://{letter}" for letter in "abcde"]
     judged: dict[str, list[object]] = {name: [] for name in names}
     for t in range(6):
         text = storm(t).scrapes[0].raw_text
-        session.ingest(frame_from_texts(float(t), dict.fromkeys(names, text)))
+        session.ingest(frame_from_texts(float(t), dict.fromkeys(names, text)), focus="http://e")
         for name in names:
             triage = session.targets[name].triage
             if triage is not None and not any(seen is triage for seen in judged[name]):

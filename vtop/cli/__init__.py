@@ -1,4 +1,6 @@
-"""The command line: argv -> a command of the table -> its exit code.
+"""Floor 11, cli: argv -> a command of the table -> its exit code. The top floor: it may import
+everything, and it reads the files the core must not (the server log, the model's config.json).
+Offers `main`, the console script.
 
 Every mistake is a CliError printed once as `vtop: error: ...` with its exit code; a closed
 pipe (`vtop ... | head`) ends the process by SIGPIPE, quietly, as Unix tools do (never exit 0 by

@@ -12,9 +12,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedCo
 from rich.table import Table
 
 from vtop.cli.options import parser as options_parser
-from vtop.core.config.settings import API_KEY_ENV, DEFAULT_URL
+from vtop.core.config.settings import API_KEY_ENV, DEFAULT_URL, server_url
+from vtop.core.ingest.sources.vllm_http import ScrapeOptions
 from vtop.core.manage.bench import Bench, BenchConfig, Lengths
 from vtop.core.manage.bench_report import BenchReport, Percentiles
+from vtop.core.ops.front_door import EngineView, beside_engine, held_back
 from vtop.core.redact import remembered
 from vtop.core.strict_json import strict_json
 
@@ -42,6 +44,12 @@ def bench_parser() -> argparse.ArgumentParser:
     parser.add_argument("--stall-timeout", type=float, default=60.0, help="max stream silence, s")
     parser.add_argument("--seed", type=int, default=0, help="random seed of the prompts")
     parser.add_argument("--api-key", default=None, help=f"bearer token (default: ${API_KEY_ENV})")
+    parser.add_argument(
+        "--engine",
+        metavar="URL",
+        help="vLLM's own URL, to compare what the clients saw with what the engine reports "
+        "(default: /metrics at the URL loaded, when it serves vLLM's)",
+    )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     return parser
 
@@ -142,13 +150,47 @@ def bench_main(argv: list[str]) -> int:
     """Run `vtop bench`; exit 1 when any request failed, 2 when it could not start."""
     args = bench_parser().parse_args(argv)
     config = config_from_args(args)
+    engine_url = server_url(args.engine) if args.engine else config.url
+    scraping = ScrapeOptions(timeout_s=10.0, api_key=config.api_key)
     try:
-        report = asyncio.run(_run(config, sys.stderr.isatty() and not args.json))
+        run = _run(config, sys.stderr.isatty() and not args.json)
+        report, engine = asyncio.run(beside_engine(run, engine_url, scraping))
     except Exception as error:
         print(f"vtop bench: cannot run against {config.url}: {error}", file=sys.stderr)
         return 2
     if args.json:
-        print(strict_json(report.as_dict()))
+        print(strict_json({**report.as_dict(), "engine": engine_json(report, engine)}))
     else:
         print_report(Console(), report)
+        print("\n".join(engine_lines(report, engine)))
     return 1 if report.failed else 0
+
+
+def engine_json(report: BenchReport, engine: EngineView) -> dict[str, object]:
+    """The engine's view of the run, and whether the path held the streams back."""
+    return {
+        "target": engine.target,
+        "ttft_mean_s": engine.ttft_mean_s,
+        "itl_mean_s": engine.itl_mean_s,
+        "rejected": engine.rejected,
+        "held_back": held_back(report.ttft.p50, report.tpot.p50, engine),
+    }
+
+
+def engine_lines(report: BenchReport, engine: EngineView) -> list[str]:
+    """What the clients saw beside what vLLM reports for the same run."""
+    if engine.target is None:
+        return ["engine: no vLLM metrics at the URL loaded (give vLLM's own with --engine URL)"]
+    lines = [
+        f"engine ({engine.target}, vLLM's own metrics over the run): mean TTFT "
+        f"{_ms(engine.ttft_mean_s)} ms, mean ITL {_ms(engine.itl_mean_s)} ms; clients: TTFT "
+        f"p50 {_ms(report.ttft.p50)} ms, TPOT p50 {_ms(report.tpot.p50)} ms"
+    ]
+    if held_back(report.ttft.p50, report.tpot.p50, engine):
+        lines.append(
+            "the path holds the streams back: the clients' first tokens come far later than the "
+            "engine's and the rest arrive in a lump (`vtop probe URL` shows where and the fix)"
+        )
+    if engine.rejected:
+        lines.append(f"{engine.rejected:.0f} requests were rejected at admission (HTTP 503)")
+    return lines

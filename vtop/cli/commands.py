@@ -108,6 +108,13 @@ COMMANDS = {
             "whatif_parser",
         ),
         Command(
+            "probe",
+            "canaries through the URL users call: what the user sees beside the engine",
+            "vtop.cli.probe",
+            "probe_main",
+            "probe_parser",
+        ),
+        Command(
             "bench",
             "load generator: QPS, TTFT/TPOT/ITL percentiles",
             "vtop.cli.bench",

@@ -12,6 +12,7 @@ from pathlib import Path
 from vtop.cli.errors import CliError
 from vtop.cli.frames import read_frames
 from vtop.cli.options import (
+    add_probe_options,
     add_target_options,
     add_view_options,
     diagnose_options_of,
@@ -54,6 +55,7 @@ def monitor_parser() -> argparse.ArgumentParser:
         "not every raw series (fleets of hundreds)",
     )
     add_view_options(watch)
+    add_probe_options(watch)
     add_target_options(watch)
     return watch
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from vtop.cli.errors import CliError
 from vtop.cli.frames import between, file_argument, read_frames
 from vtop.cli.options import (
+    add_probe_options,
     add_rules_option,
     add_target_options,
     diagnose_options_of,
@@ -67,6 +68,7 @@ def diagnose_parser() -> argparse.ArgumentParser:
     diagnose.add_argument("--since", default="30m", help="--prometheus: how far to look back")
     diagnose.add_argument("--step", default="15s", help="--prometheus: resolution")
     add_rules_option(diagnose)
+    add_probe_options(diagnose)
     add_target_options(diagnose)
     return diagnose
 

@@ -139,6 +139,19 @@ def add_target_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-gpu", action="store_true", help="do not read NVML")
 
 
+def add_probe_options(parser: argparse.ArgumentParser) -> None:
+    """The front door: canaries through the URL users call, timed beside the engine."""
+    parser.add_argument(
+        "--probe",
+        metavar="PUBLIC_URL",
+        help="stream canaries through the URL users call (a proxy, a gateway) and judge the "
+        "path (or probe_url in the config file; default: off)",
+    )
+    parser.add_argument(
+        "--probe-interval", type=float, help="seconds between canaries, a few tokens each (10)"
+    )
+
+
 def add_rules_option(parser: argparse.ArgumentParser) -> None:
     """--rules DIR, repeatable: rules added to, or overriding by id, the shipped ones."""
     parser.add_argument(
@@ -177,6 +190,8 @@ def flags_of(args: argparse.Namespace) -> dict[str, Any]:
         "timeout_s": given.get("timeout"),
         "interval_s": given.get("interval"),
         "api_key": given.get("api_key"),
+        "probe_url": given.get("probe"),
+        "probe_interval_s": given.get("probe_interval"),
         "verify_tls": False if insecure else None,
     }
 

@@ -1,0 +1,13 @@
+"""The core: everything vtop knows and does without a screen (no Textual, plotext or vtop.ui
+here; an import contract keeps it). Its folders are floors, each importing only those below:
+
+    ops > manage > session | whatif > rules | ingest > config > store > catalog, process_state
+    > frame, histogram, redact, strict_json
+
+Offers, by floor: the orchestrations (`ops`), the managed process and the apply flow
+(`manage`), the session and the one diagnosis (`session`), the scheduler model (`whatif`),
+rules as data (`rules`), frames from the world (`ingest`), the server"s config and vtop"s
+settings (`config`), the series store (`store`), and the shared data (`frame` and the leaves).
+"""
+
+__all__ = ["catalog", "frame", "histogram", "process_state", "redact", "strict_json"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import itertools
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
@@ -224,6 +225,61 @@ class Event:
 
 
 @dataclass(frozen=True)
+class ProbeResult:
+    """One canary request through the URL users call, as the client saw it (times in seconds
+    from sending it; `vtop.core.ingest.sources.probe` sends it)."""
+
+    url: str
+    """The URL probed (without a password)."""
+    endpoint: str
+    started: float
+    """Wall-clock time the request was sent."""
+    status: int | None = None
+    """The HTTP status (None when no answer came)."""
+    error: str = ""
+    """Why it failed: the status and body, a timeout, a connection failure, a cut stream."""
+    first_byte_s: float | None = None
+    first_token_s: float | None = None
+    duration_s: float | None = None
+    reads: tuple[tuple[float, int], ...] = ()
+    """(seconds since sent, bytes) of every read of the body off the socket."""
+    tokens: int = 0
+    """Events that carried generated text."""
+    usage_tokens: int | None = None
+    """completion_tokens of the usage chunk, None when none arrived."""
+    usage_asked: bool = True
+    finished: bool = False
+    """The stream ended with `data: [DONE]`."""
+    headers: tuple[tuple[str, str], ...] = ()
+    body_bytes: int = 0
+
+    @property
+    def ok(self) -> bool:
+        """A 200 whose stream ran to its end."""
+        return self.status == 200 and self.finished and not self.error
+
+    @property
+    def max_gap_s(self) -> float | None:
+        """The longest silence between reads (from sending to the first read included)."""
+        times = [0.0, *(at for at, _ in self.reads)]
+        return max((b - a for a, b in itertools.pairwise(times)), default=None)
+
+    @property
+    def mean_read_gap_s(self) -> float | None:
+        """The mean time between reads after the first token."""
+        after = [
+            at for at, _ in self.reads if self.first_token_s is None or at >= self.first_token_s
+        ]
+        if len(after) < 2:
+            return None
+        return (after[-1] - after[0]) / (len(after) - 1)
+
+    def header(self, name: str) -> str | None:
+        """A response header kept for the report (lower-case name)."""
+        return next((value for key, value in self.headers if key == name), None)
+
+
+@dataclass(frozen=True)
 class Frame:
     """Everything observed at one instant."""
 
@@ -232,6 +288,8 @@ class Frame:
     gpu: GpuSnapshot | None = None
     log_lines: tuple[str, ...] = ()
     events: tuple[Event, ...] = ()
+    probes: tuple[ProbeResult, ...] = ()
+    """Canary requests through the front door that finished since the last frame."""
 
 
 def picker(indices: list[int]) -> Callable[[Sequence[T]], tuple[T, ...]]:

@@ -1,45 +1,49 @@
 """The Textual dashboard: a timer asks the feed for frames, one handler ingests and redraws.
 
-Data flows one way: feed -> session (in `ingest`) -> one `Shown` state per refresh -> widgets.
-Widgets never fetch; the feed's state and controls are one value and one method, whatever it
-reads (live endpoints, a recording, Prometheus).
+Data flows one way: feed -> session (in `ingest`) -> one `Shown` state per refresh -> the
+dashboard screen, which owns the panels (attributes down; the panels post messages up). The
+keys route to the actions object; every worker's failure becomes a banner, never the end of the
+app. Widgets never fetch; the feed's state and controls are one value and one method, whatever
+it reads (live endpoints, a recording, Prometheus).
 """
 
 from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterable
+from typing import ClassVar
 
 from textual import on
-from textual.app import ComposeResult
-from textual.containers import Grid, Horizontal, Vertical
+from textual.app import App, SystemCommand
+from textual.binding import BindingType
+from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import Footer
+from textual.widgets import OptionList
+from textual.worker import Worker, WorkerState
 
 from vtop.core.config.effective_config import DiagnoseOptions
 from vtop.core.config.settings import Settings
-from vtop.core.ingest.feed_status import Control, Moved
+from vtop.core.ingest.feed_status import Control, Mode, Moved
 from vtop.core.ingest.feeds import Feed
+from vtop.core.ingest.sources.probe import ProbeOptions
 from vtop.core.process_state import ServerState
 from vtop.core.rules.rule import Rule
-from vtop.core.session.session import RULE_BUDGET, Session, store_ticks_for
-from vtop.ui.chart_data import CHARTS
-from vtop.ui.keys import Keys
+from vtop.core.session.session import RULE_BUDGET, Session, TargetState, store_ticks_for
+from vtop.ui import panels
+from vtop.ui.actions import DashboardActions, Ui
+from vtop.ui.keys import BINDINGS, REPLAY_ONLY, SERVER_ONLY, system_commands
 from vtop.ui.messages import FramesReady
-from vtop.ui.state import Shown
-from vtop.ui.widgets.action_line import ActionLine
+from vtop.ui.screens.confirm import ConfirmScreen
+from vtop.ui.screens.dashboard import DashboardScreen
+from vtop.ui.screens.fleet import FleetScreen
+from vtop.ui.screens.text_screen import TextScreen
+from vtop.ui.state import Shown, Surroundings, build
 from vtop.ui.widgets.banner import Banner
-from vtop.ui.widgets.chart_scroll import ChartScroll
-from vtop.ui.widgets.event_log import EventLog
-from vtop.ui.widgets.findings import FindingsPanel
-from vtop.ui.widgets.gpu_panel import GpuPanel
-from vtop.ui.widgets.header import Header
-from vtop.ui.widgets.log_panel import LogPanel
-from vtop.ui.widgets.time_chart import TimeChart
-from vtop.ui.widgets.ttft_histogram import TtftHistogram
 
 NARROW_BELOW = 110
+PROBE_TOKENS = ProbeOptions().max_tokens
+FLEET_SCREEN = "fleet"
 FREEZE_HEAP_AFTER_FRAMES = 5
 """By then the store holds every series: freezing moves its hundreds of thousands of long-lived
 objects out of the collector's full passes (each walked them all: ~0.4 s at 100 servers)."""
@@ -48,15 +52,21 @@ YOUNG_COLLECTION_EVERY = 20_000
 short-lived scrape data that reference counting frees; frequent passes found almost nothing."""
 
 
-class VtopApp(Keys):
+class Dashboard(DashboardScreen):
+    """The dashboard screen at vtop's breakpoints (one column below 110 columns)."""
+
+    HORIZONTAL_BREAKPOINTS = [  # noqa: RUF012 (typed as in Screen)
+        (0, "-narrow"),
+        (NARROW_BELOW, "-wide"),
+    ]
+
+
+class VtopApp(App[int]):
     """top for vLLM."""
 
     CSS_PATH = "vtop.tcss"
     TITLE = "vtop"
-    HORIZONTAL_BREAKPOINTS: list[tuple[int, str]] | None = [  # noqa: RUF012 (typed as in App)
-        (0, "-narrow"),
-        (NARROW_BELOW, "-wide"),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = BINDINGS
 
     def __init__(
         self,
@@ -76,20 +86,27 @@ class VtopApp(Keys):
         self.frames_ingested = 0
         self.settings, self.feed, self.clock, self.rules = settings, feed, clock, rules
         self.options = options or DiagnoseOptions.from_settings(settings)
-        self.server = server
-        """The vLLM server vtop manages here (None when it only watches)."""
-        self.vllm_pids = frozenset({server.pid}) if server is not None else frozenset()
-        self.readonly = readonly
+        self.actions = DashboardActions(settings, feed, server, readonly, self._ui(), clock)
         servers = len(settings.urls)
         self.fleet_mode = servers > 1 or settings.prometheus is not None if fleet is None else fleet
         """Several servers: open on the fleet table, limit rule runs per tick, bound history."""
         self.session = self.new_session()
         self.target_index = 0
-        self.refreshes = 0
         self.shown: Shown | None = None
+        self.dashboard = Dashboard(settings.history_s, settings.low_redraw)
         self._polling = False
         self._timer: Timer | None = None
         self._interval = settings.interval_s
+
+    @property
+    def server(self) -> ServerState | None:
+        """The vLLM server vtop manages here (None when it only watches)."""
+        return self.actions.server
+
+    @property
+    def target(self) -> TargetState | None:
+        """The endpoint on screen."""
+        return self.shown.target if self.shown is not None else None
 
     def new_session(self) -> Session:
         """A session as this dashboard needs it (rule budget and history sized to the fleet)."""
@@ -103,27 +120,30 @@ class VtopApp(Keys):
             alerts=self.settings.prometheus_alerts,
         )
 
-    def compose(self) -> ComposeResult:
-        yield Header(id="header")
-        yield ActionLine(id="action")
-        yield Banner(id="banner")
-        with Horizontal(id="body"):
-            with ChartScroll(id="charts"), Grid(id="chart-grid"):
-                yield TimeChart(CHARTS[0])
-                yield TimeChart(CHARTS[1])
-                yield TimeChart(CHARTS[2])
-                yield TtftHistogram()
-                yield from (TimeChart(spec) for spec in CHARTS[3:])
-            with Vertical(id="side"):
-                yield FindingsPanel()
-                yield GpuPanel()
-                yield EventLog()
-                yield LogPanel()
-        yield Footer()
+    def _ui(self) -> Ui:
+        """The app's means for the actions to ask and tell."""
+
+        async def confirm(title: str, body: str) -> bool:
+            return await self.push_screen_wait(ConfirmScreen(title, body))
+
+        def show(title: str, body: str) -> None:
+            self.call_later(self.push_screen, TextScreen(title, body))
+
+        def tell(message: str) -> None:
+            self.notify(message, timeout=5)  # thread-safe
+
+        def in_thread(work: Callable[[], None], group: str) -> None:
+            self.run_worker(work, thread=True, group=group, exit_on_error=False)
+
+        return Ui(confirm, show, tell, in_thread)
+
+    def get_default_screen(self) -> Screen[None]:
+        """The dashboard is the bottom of the screen stack."""
+        return self.dashboard
 
     def on_mount(self) -> None:
         for panel in self.settings.hidden_panels:
-            self.action_toggle_panel(panel)
+            self.dashboard.toggle_panel(panel)
 
     def on_ready(self) -> None:
         """Start polling once the dashboard is on screen."""
@@ -151,14 +171,40 @@ class VtopApp(Keys):
     @on(FramesReady)
     def ingest(self, message: FramesReady) -> None:
         """The one place where data enters the session."""
+        focus = self.target.target if self.target is not None else None
         for frame in message.frames:
-            self.session.ingest(frame)
+            self.session.ingest(frame, focus)
         self.frames_ingested += len(message.frames)
         if self.tune_gc and self.frames_ingested >= FREEZE_HEAP_AFTER_FRAMES:
             self.tune_gc = False
             gc.freeze()
             gc.set_threshold(YOUNG_COLLECTION_EVERY, *gc.get_threshold()[1:])
         self.refresh_views()
+
+    def refresh_views(self, even_paused: bool = False) -> None:
+        """Build this refresh's state and hand it to the screen on show (only the header while
+        paused; an action while paused, like a replay step, redraws everything)."""
+        if not self.dashboard.is_mounted or not self.is_running:
+            return  # not built yet, or shutting down (frames may still arrive while it closes)
+        now = self.session.now if self.session.now is not None else self.clock()
+        status = self.feed.status(self.clock())
+        held = status.paused and not even_paused
+        probing = self.settings.probe_url
+        note = (
+            f"canary {PROBE_TOKENS} tok / {self.settings.probe_interval_s:g} s" if probing else None
+        )
+        around = Surroundings(
+            self.settings.window_s, self.actions.vllm_pids, held, even_paused, note
+        )
+        shown = build(
+            self.session, status, self.target_index, self.settings.urls, now, self.clock(), around
+        )
+        self.shown = shown
+        if isinstance(self.screen, FleetScreen):
+            if not held:
+                panels.show_fleet(self.session, self.screen, now, " ".join(shown.header[1:3]))
+            return
+        self.dashboard.shown = shown
 
     def moved(self, result: Moved) -> None:
         """Apply what a feed control did: a fresh session, frames to ingest, a redraw."""
@@ -179,3 +225,127 @@ class VtopApp(Keys):
         if action is not Control.PAUSE or not result.changed:
             self.notify(result.message, timeout=2)
         self.moved(result)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """A failed worker (a poll, an apply, a restart, a bundle) becomes a banner, never an
+        exit."""
+        if event.state is WorkerState.ERROR and self.dashboard.is_mounted:
+            what = {"poll": "polling"}.get(event.worker.group, event.worker.group or "a task")
+            for banner in self.dashboard.query(Banner):  # none while the app shuts down
+                banner.say(f" {what} failed: {event.worker.error}")
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Replay keys in the footer only during a replay; server keys only for a server vtop
+        started."""
+        replaying = self.feed.status(self.clock()).mode is Mode.REPLAY
+        if action in REPLAY_ONLY and not replaying:
+            return False
+        return not (action in SERVER_ONLY and self.server is None)
+
+    def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        yield from system_commands(self, self.feed.status(self.clock()).mode is Mode.REPLAY)
+
+    def _worker(self, work: Awaitable[None], group: str) -> None:
+        """An action's worker: one at a time per group, its failure a banner."""
+        self.run_worker(work, group=group, exclusive=True, exit_on_error=False)
+
+    def action_pause(self) -> None:
+        """Freeze the display (live) or the playback (replay)."""
+        self.control(Control.PAUSE)
+
+    def action_faster(self) -> None:
+        """Poll more often (live) or play faster (replay)."""
+        self.control(Control.FASTER)
+
+    def action_slower(self) -> None:
+        """Poll less often (live) or play slower (replay)."""
+        self.control(Control.SLOWER)
+
+    def action_step(self, frames: int) -> None:
+        """Replay: pause and move frames forward or back."""
+        self.control(Control.STEP, frames)
+
+    def action_jump(self, seconds: float) -> None:
+        """Replay: move by seconds of recorded time."""
+        self.control(Control.JUMP, seconds)
+
+    def action_speed(self) -> None:
+        """Replay speed: x1, x10, as fast as possible."""
+        self.control(Control.SPEED)
+
+    def action_toggle_panel(self, panel: str) -> None:
+        """Show or hide a panel."""
+        self.dashboard.toggle_panel(panel)
+
+    def action_help(self) -> None:
+        """Keys and what the screen shows."""
+        from vtop.ui.explain import HELP
+
+        self.push_screen(TextScreen("vtop help", HELP))
+
+    def action_explain(self) -> None:
+        """The highlighted finding (the primary one until the user moves) in full."""
+        finding = self.dashboard.selected if self.screen is self.dashboard else None
+        self.actions.explain(self.session, self.target, finding)
+
+    @on(OptionList.OptionSelected, "#findings")
+    def explain_selected(self) -> None:
+        """Enter on a finding explains it."""
+        self.action_explain()
+
+    def action_diagnosis(self) -> None:
+        """The full `vtop diagnose` report for the endpoint on screen."""
+        self.actions.diagnosis(self.session, self.target)
+
+    def action_bundle(self) -> None:
+        """An incident bundle of the recent frames."""
+        self.actions.bundle(self.session, self.target)
+
+    def action_apply(self) -> None:
+        """Apply the highlighted finding's change to the managed server, verify, roll back."""
+        finding = self.dashboard.selected
+        self._worker(self.actions.apply(lambda: self.session, self.target, finding), "apply")
+
+    def action_restart(self) -> None:
+        """Restart the managed server with the same flags (after confirmation)."""
+        self._worker(self.actions.restart(), "restart")
+
+    def action_fleet(self, back: bool = False) -> None:
+        """The fleet table; `f` there (or Esc here, with several servers) toggles back."""
+        if isinstance(self.screen, FleetScreen):
+            if not back:
+                self.pop_screen()
+                self.refresh_views(even_paused=True)
+            return
+        if back and not (self.fleet_mode or len(self.session.targets) > 1):
+            return
+        if not self.is_screen_installed(FLEET_SCREEN):
+            self.install_screen(FleetScreen(), name=FLEET_SCREEN)
+        if self.screen is self.dashboard:
+            self.push_screen(FLEET_SCREEN)
+            self.refresh_views(even_paused=True)
+
+    @on(FleetScreen.Open)
+    def open_server(self, message: FleetScreen.Open) -> None:
+        """Drill from the fleet table into one server's dashboard."""
+        names = list(self.session.targets)
+        if message.target in names:
+            self.target_index = names.index(message.target)
+        self.pop_screen()
+        self.refresh_views(even_paused=True)
+
+    @on(FleetScreen.Changed)
+    def fleet_changed(self) -> None:
+        """The fleet table's sort or filter changed."""
+        self.refresh_views(even_paused=True)
+
+    def action_next_target(self) -> None:
+        """Show the next endpoint."""
+        self.target_index += 1
+        self.refresh_views()
+
+    def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
+        """A screenshot in the bundle directory (default: here), never a Downloads folder."""
+        where = self.deliver_screenshot(filename, path or self.settings.bundle_dir)
+        self.notify(f"screenshot: {where or 'not written'}", timeout=4)

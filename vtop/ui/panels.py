@@ -1,11 +1,11 @@
-"""Drawing the charts, the TTFT histogram and the fleet table from the session (pure of app
-state: the caller passes what it needs)."""
+"""Drawing the charts and the TTFT histogram from one refresh's state, and the fleet table's
+contents from the session (the app computes those; the fleet screen only shows them)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from vtop.core.config.settings import Settings
+from vtop.core.config.server_config import ServerConfig
 from vtop.core.histogram import quantile
 from vtop.core.session.fleet import (
     LIVE,
@@ -16,11 +16,11 @@ from vtop.core.session.fleet import (
     fleet_summary,
     sort_rows,
 )
-from vtop.core.session.session import Session, TargetState
-from vtop.core.store.summary import TTFT
+from vtop.core.session.session import Session
+from vtop.core.store.summary import TargetSummary
 from vtop.ui.chart_data import bucket_counts, line_points, mark_offsets
 from vtop.ui.format import number, seconds
-from vtop.ui.state import prometheus_down
+from vtop.ui.state import Shown, prometheus_down
 from vtop.ui.widgets.time_chart import TimeChart
 from vtop.ui.widgets.ttft_histogram import TtftHistogram
 
@@ -30,36 +30,31 @@ if TYPE_CHECKING:
     from vtop.ui.screens.fleet import FleetScreen
 
 
-def draw_charts(
-    screen: Screen[object],
-    session: Session,
-    view: TargetState,
-    now: float,
-    settings: Settings,
-    stale: str | None = None,
-    force: bool = False,
-) -> None:
+def draw_charts(screen: Screen[None], shown: Shown, history_s: float, force: bool) -> None:
     """Redraw the charts on screen that moved by a dot (scrolling into view forces a redraw).
 
     A chart changes only when time has moved by one braille dot (span / dots across): between
     those moments only its title is updated.
     """
-    first = view.history[0][0] if view.history else now
-    span = chart_span(now - first, settings.history_s)
-    marks = mark_offsets(session.marks, view.target, now, span)
+    if shown.target is None:
+        return
+    now, target, stale = shown.now, shown.target.target, shown.stale_note
+    first = shown.history[0][0] if shown.history else now
+    span = chart_span(now - first, history_s)
+    marks = mark_offsets(shown.marks, target, now, span)
     visible = screen.query_one("#charts").region
     for chart in screen.query(TimeChart):
         if chart.display and chart.region.overlaps(visible):
             spec = chart.spec
-            title = chart_title(spec.title, view)
+            title = chart_title(spec.title, shown.summary, shown.config)
             chart.set_title(f"{title} [{stale}]" if stale else title)
-            if force or chart.due(now, span, view.target):
-                lines = [line_points(view.history, line, now, span) for line in spec.lines]
-                limit = view.config.number(spec.limit) if spec.limit else None
-                chart.show(lines, span, (now, view.target), limit, marks)
+            if force or chart.due(now, span, target):
+                lines = [line_points(shown.history, line, now, span) for line in spec.lines]
+                limit = shown.config.number(spec.limit) if spec.limit else None
+                chart.show(lines, span, (now, target), limit, marks)
     histogram = screen.query_one(TtftHistogram)
     if histogram.display and histogram.region.overlaps(visible):
-        draw_histogram(histogram, session, view, now, settings.window_s)
+        draw_histogram(histogram, list(shown.ttft_buckets), shown.window_s)
 
 
 SPAN_STEPS_S = (30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0)
@@ -74,19 +69,19 @@ def chart_span(seen_s: float, history_s: float) -> float:
     return min(step, history_s)
 
 
-def chart_title(title: str, view: TargetState) -> str:
-    """Chart title with the current figure(s) and context."""
-    summary = view.summary
+def chart_title(title: str, summary: TargetSummary | None, config: ServerConfig) -> str:
+    """Chart title with the current figure(s) and context (the queue first: a narrow title
+    is cut from its end)."""
     if summary is None:
         return title
     if title.startswith("Requests"):
-        limit = view.config.number("max_num_seqs")
+        limit = config.number("max_num_seqs")
         cap = f" of max {limit:.0f}" if limit is not None else ""
         return (
-            f"Requests: {number(summary.running)} running{cap}, {number(summary.waiting)} waiting"
+            f"Requests: {number(summary.waiting)} waiting, {number(summary.running)} running{cap}"
         )
     if title.startswith("KV"):
-        tokens = view.config.number("kv_capacity_tokens")
+        tokens = config.number("kv_capacity_tokens")
         capacity = f" of {tokens:,.0f} tokens" if tokens is not None else ""
         usage = number(None if summary.kv_usage is None else summary.kv_usage * 100)
         return f"KV cache: {usage}%{capacity}"
@@ -96,11 +91,9 @@ def chart_title(title: str, view: TargetState) -> str:
 
 
 def draw_histogram(
-    histogram: TtftHistogram, session: Session, view: TargetState, now: float, window: float
+    histogram: TtftHistogram, cumulative: list[tuple[float, float]], window: float
 ) -> None:
     """TTFT buckets filled during the window, p50/p90/p99 marked."""
-    buckets = session.store.histogram_buckets(TTFT, now, window, {"instance": view.target})
-    cumulative = buckets.get((), [])
     labels, counts = bucket_counts(cumulative)
     marked: list[int] = []
     figures = []

@@ -1,20 +1,24 @@
 """What the dashboard shows, built once per refresh from the session and the feed (pure).
 
-Widgets read this value and nothing else: the header by priority (state first, then what is
-watched), the one-line action of the primary finding, the banner, the findings and whether
-they are current or the last ones seen before the data stopped.
+The dashboard screen reads this value and nothing else: the header by priority (state first,
+then what is watched), the one-line action of the primary finding, the banner, the findings and
+whether they are current or the last ones seen before the data stopped, the chart history, the
+TTFT buckets of the window, the GPUs, the events and the log.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from vtop.core.frame import EventKind
+from vtop.core.config.server_config import ServerConfig
+from vtop.core.frame import EventKind, GpuSnapshot
 from vtop.core.ingest.feed_status import FeedStatus, Mode
 from vtop.core.rules.engine import Finding, ProposedChange, Triage
 from vtop.core.session.fleet import label_values, last_restart, target_state
-from vtop.core.session.session import Session, TargetState, short_key
+from vtop.core.session.session import Mark, Session, TargetState, short_key
+from vtop.core.store.summary import TTFT, TargetSummary
 from vtop.ui.format import clock_time, duration, number, seconds
 
 CURRENT = ("live", "restarted")
@@ -39,6 +43,103 @@ class Shown:
     no_finding: str
     stale_note: str | None
     """Why the findings and charts on screen are not current (None when they are)."""
+    action_parts: ActionParts | None = None
+    """The action line in parts, so it can be fitted to the width (None: `action` as is)."""
+    history: tuple[tuple[float, TargetSummary], ...] = ()
+    """The target's headline figures over time (the charts' data)."""
+    config: ServerConfig = field(default_factory=ServerConfig)
+    ttft_buckets: tuple[tuple[float, float], ...] = ()
+    """The TTFT histogram's cumulative buckets filled during the window."""
+    window_s: float = 15.0
+    gpu: GpuSnapshot | None = None
+    vllm_pids: frozenset[int] = frozenset()
+    marks: tuple[Mark, ...] = ()
+    log_lines: tuple[str, ...] = ()
+    exited: bool = False
+    """The managed server's process exited (the log panel explains why)."""
+    held: bool = False
+    """The display is paused: only the header follows."""
+    redraw: bool = False
+    """Charts are redrawn whether or not they are due (a step, a seek, a scroll)."""
+    front_door: str | None = None
+    """The last canary through the front door beside the engine (None: not probed)."""
+
+    @property
+    def summary(self) -> TargetSummary | None:
+        """The newest headline figures."""
+        return self.history[-1][1] if self.history else None
+
+
+@dataclass(frozen=True)
+class ActionParts:
+    """`CRITICAL M1`, `preemption storm ...`, `--max-num-seqs 16 -> 1`, `e: why`: the title
+    is what gives way when the line is too long; the flag diff never does."""
+
+    head: str
+    title: str
+    change: str = ""
+    tail: str = ""
+    prefix: str = ""
+    """`UNREACHABLE, last data 2m ago; last seen: ` when the data is old."""
+
+
+@dataclass(frozen=True)
+class Surroundings:
+    """What a refresh shows besides the target: the session's GPUs, events and log, the
+    managed server's pids, and how the screen should take it."""
+
+    window_s: float = 15.0
+    vllm_pids: frozenset[int] = frozenset()
+    held: bool = False
+    redraw: bool = False
+    probe_note: str | None = None
+    """What the canaries cost (`canary 32 tok / 10 s`), for the header."""
+
+
+def fit_action(parts: ActionParts, width: int) -> str:
+    """The action in one line of `width`. What gives way, in order: the title (cut with an
+    ellipsis, then dropped), the `e: why` hint, the stale note's wording, the engine in the
+    rule's key. The flag diff is never cut."""
+    candidates = [parts]
+    candidates.append(dataclasses.replace(parts, tail=""))
+    short = _short_prefix(parts.prefix)
+    candidates.append(dataclasses.replace(parts, tail="", prefix=short))
+    candidates.append(dataclasses.replace(parts, tail="", prefix=short, head=_bare(parts.head)))
+    fitted = [_with_title_cut(candidate, width) for candidate in candidates]
+    titled = [line for line, kept in fitted if kept and len(line) <= width]
+    fitting = [line for line, _ in fitted if len(line) <= width]
+    return (titled or fitting or [fitted[-1][0]])[0]
+
+
+def _with_title_cut(parts: ActionParts, width: int) -> tuple[str, bool]:
+    """The line with its title shortened to fit (dropped when too little room is left), and
+    whether any of the title is left."""
+
+    def joined(title: str) -> str:
+        first = f"{parts.prefix}{parts.head} {title}".rstrip()
+        return "  ".join(p for p in (first, parts.change, parts.tail) if p)
+
+    line = joined(parts.title)
+    if len(line) <= width or not parts.title:
+        return line, bool(parts.title)
+    room = width - len(joined(""))
+    if room <= 6:
+        return joined(""), False
+    return joined(parts.title[: room - 2] + "…"), True
+
+
+def _short_prefix(prefix: str) -> str:
+    """`UNREACHABLE, last data 6s ago; last seen: ` -> `UNREACHABLE 6s ago, last seen: `."""
+    if not prefix:
+        return prefix
+    state, _, rest = prefix.partition(",")
+    age = rest.split("last data", 1)[-1].split(";", 1)[0].strip().removesuffix("ago").strip()
+    return f"{state} {age} ago, last seen: " if age and age != rest.strip() else f"{state}: "
+
+
+def _bare(head: str) -> str:
+    """`CRITICAL M1[engine 0]` -> `CRITICAL M1`."""
+    return head.split("[", 1)[0]
 
 
 def build(
@@ -48,34 +149,102 @@ def build(
     urls: tuple[str, ...],
     now: float,
     wall: float,
+    around: Surroundings | None = None,
 ) -> Shown:
     """The dashboard's state for the target at `target_index` (data time `now`, wall clock)."""
+    around = around or Surroundings()
     targets = list(session.targets.values())
     target = targets[target_index % len(targets)] if targets else None
+    common = {
+        "window_s": around.window_s,
+        "gpu": session.gpu,
+        "vllm_pids": around.vllm_pids,
+        "marks": tuple(session.marks),
+        "log_lines": tuple(session.log_lines),
+        "held": around.held,
+        "redraw": around.redraw,
+    }
     if target is None:
         head = ("CONNECTING", *_mode(status, now), ", ".join(urls))
         down = prometheus_down(session, now)
         banner = None if down is None else f" {down}"
         waiting = "waiting for the first scrape" if down is None else down
         return Shown(
-            now, status, None, "connecting", head, waiting, banner, None, "No data yet.", None
+            now,
+            status,
+            None,
+            "connecting",
+            head,
+            waiting,
+            banner,
+            None,
+            "No data yet.",
+            None,
+            **common,  # type: ignore[arg-type]
         )
     state = target_state(target, now, last_restart(session, target.target))
     stale = None if state in CURRENT else _stale_note(session, target, state, now)
     triage = with_fleet(session, target)
-    header = _header(session, target, state, status, now, wall, target_index, len(targets))
+    seen = watched_for(session, target, now)
+    label = _label(state, status, seen, around.window_s)
+    header = _header(session, target, label, status, now, wall, target_index, len(targets))
+    if around.probe_note:
+        header = (*header, around.probe_note)
+    parts = action_parts(triage, stale, seen, around.window_s, target.summary)
+    buckets = session.store.histogram_buckets(
+        TTFT, now, around.window_s, {"instance": target.target}
+    )
     return Shown(
         now,
         status,
         target,
         state,
         header,
-        action_line(triage, stale),
+        render_action(parts),
         banner_text(session, target, status, now),
         triage,
         no_finding(target),
         stale,
+        parts,
+        tuple(target.history),
+        target.config,
+        tuple(buckets.get((), ())),
+        exited=target.target in session.exited,
+        front_door=front_door_line(session, target.summary),
+        **common,  # type: ignore[arg-type]
     )
+
+
+def front_door_line(session: Session, summary: TargetSummary | None) -> str | None:
+    """The last canary as the user saw it, the engine's TTFT beside it."""
+    last = list(session.store.probes.last.values())
+    if not last:
+        return None
+    probe = max(last, key=lambda p: p.started)
+    engine = summary.ttft_p50_s if summary is not None else None
+    head = f"front door {probe.endpoint}: "
+    if probe.status is None or not probe.ok:
+        return head + (probe.error or f"HTTP {probe.status}")
+    return head + (
+        f"first token {seconds(probe.first_token_s)} (engine p50 {seconds(engine)}), "
+        f"{probe.tokens} tokens in {len(probe.reads)} reads, HTTP {probe.status}"
+    )
+
+
+def watched_for(session: Session, target: TargetState, now: float) -> float | None:
+    """Seconds of answered scrapes behind the target's figures (None before the first)."""
+    first = target.first_ok_timestamp
+    return None if first is None else now - first
+
+
+def _label(state: str, status: FeedStatus, seen: float | None, window: float) -> str:
+    """The header's first word: REPLAY, WATCHING 6 s of 15 while the first window fills, or
+    the state (LIVE, STALE, UNREACHABLE, ...)."""
+    if status.mode is Mode.REPLAY:
+        return "REPLAY"
+    if state in CURRENT and seen is not None and seen < window:
+        return f"WATCHING {seen:.0f} s of {window:g}"
+    return state.upper()
 
 
 def _mode(status: FeedStatus, now: float) -> tuple[str, ...]:
@@ -100,7 +269,7 @@ def _mode(status: FeedStatus, now: float) -> tuple[str, ...]:
 def _header(
     session: Session,
     target: TargetState,
-    state: str,
+    label: str,
     status: FeedStatus,
     now: float,
     wall: float,
@@ -108,7 +277,6 @@ def _header(
     count: int,
 ) -> tuple[str, ...]:
     """State, age and mode first; then the server, shortened, and its facts."""
-    label = "REPLAY" if status.mode is Mode.REPLAY else state.upper()
     parts = [label]
     if status.mode is not Mode.REPLAY and target.last_timestamp is not None:
         parts.append(f"age {seconds(wall - target.last_timestamp)}")
@@ -157,25 +325,60 @@ def change_text(change: ProposedChange) -> str | None:
     return f"{change.flag} {number(change.current, '{:g}')} -> {number(change.proposed, '{:g}')}"
 
 
-def finding_action(finding: Finding) -> str:
-    """`CRITICAL M1 preemption storm  --max-num-seqs 16 -> 1  e: why`."""
+def finding_parts(finding: Finding) -> ActionParts:
+    """`CRITICAL M1` `preemption storm` `--max-num-seqs 16 -> 1` `e: why`."""
     changes = [text for c in finding.changes if (text := change_text(c)) is not None]
-    action = f"  {changes[0]}" if changes else ""
+    head = f"{finding.rule.severity.upper()} {short_key(finding)}"
+    return ActionParts(head, finding.rule.title, changes[0] if changes else "", "e: why")
+
+
+def action_parts(
+    triage: Triage | None,
+    stale: str | None,
+    seen: float | None = None,
+    window: float = 15.0,
+    summary: TargetSummary | None = None,
+) -> ActionParts:
+    """The primary finding's action; while the first window fills, what is seen so far (never
+    OK before a verdict can be made); said to be old when the data is."""
+    primary = triage.primary if triage is not None else None
+    prefix = f"{stale}; last seen: " if stale and triage is not None else ""
+    if primary is not None and primary.rule.severity != "info":
+        return dataclasses.replace(finding_parts(primary), prefix=prefix)
+    if triage is None:
+        return ActionParts(stale or "no data yet", "")
+    if seen is not None and seen < window and not stale:
+        figures = _so_far(summary)
+        return ActionParts(f"WATCHING: {seen:.0f} s of the {window:g} s window", figures)
+    text = "OK: no warning or critical finding"
+    if triage.unchecked:
+        text += f" ({len(triage.unchecked)} rules not checked: d)"
+    return ActionParts(text, "", prefix=prefix)
+
+
+def _so_far(summary: TargetSummary | None) -> str:
+    """`so far: 19 waiting, 4 running, KV 100%` (what the window has shown)."""
+    if summary is None:
+        return "no verdict before a full window"
+    kv = "-" if summary.kv_usage is None else f"{summary.kv_usage:.0%}"
     return (
-        f"{finding.rule.severity.upper()} {short_key(finding)} {finding.rule.title}{action}  e: why"
+        f"so far {number(summary.waiting)} waiting, {number(summary.running)} running, "
+        f"KV {kv}; no verdict before a full window"
+    )
+
+
+def render_action(parts: ActionParts) -> str:
+    """The action line unfitted (plain output, tests)."""
+    return "  ".join(
+        p
+        for p in [f"{parts.prefix}{parts.head} {parts.title}".strip(), parts.change, parts.tail]
+        if p
     )
 
 
 def action_line(triage: Triage | None, stale: str | None) -> str:
     """The primary finding's action, said to be old when the data is."""
-    primary = triage.primary if triage is not None else None
-    if primary is None or primary.rule.severity == "info":
-        text = "OK: no warning or critical finding"
-        if triage is not None and triage.unchecked:
-            text += f" ({len(triage.unchecked)} rules not checked: d)"
-    else:
-        text = finding_action(primary)
-    return f"{stale}; last seen: {text}" if stale else text
+    return render_action(action_parts(triage, stale))
 
 
 def _stale_note(session: Session, target: TargetState, state: str, now: float) -> str:

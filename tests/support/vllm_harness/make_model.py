@@ -21,6 +21,13 @@ SIZES = {
         num_attention_heads=2,
         num_key_value_heads=1,
     ),
+    "light": dict(
+        hidden_size=256,
+        intermediate_size=768,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=1,
+    ),
     "medium": dict(
         hidden_size=512,
         intermediate_size=1536,

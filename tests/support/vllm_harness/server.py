@@ -21,6 +21,12 @@ attribute 'finalize_loading'") and compiles it again at every start; without AOT
 inductor cache (about 10 s of each start here). Nothing the tests measure depends on it."""
 MAKE_MODEL = Path(__file__).with_name("make_model.py")
 READY_TIMEOUT_S = 900.0
+TEST_MODEL = "light"
+"""The random-weight model the incidents run on: heavy enough that an engine step, not the
+API server's work per request, sets the pace on any 2-core host (on the 2-layer "tiny" one a
+fast engine finished each request before the API server handed over the next, so a queue
+never formed inside the engine), light enough for a 15 s window to see hundreds of steps (on
+"medium" a window saw so few that one prompt more or less moved the tokens per step by 10%)."""
 
 
 class VllmMissingError(RuntimeError):
@@ -63,7 +69,7 @@ def free_port() -> int:
 class ServerSpec:
     """The vLLM flags a test asks for; equal specs share one server."""
 
-    model: str = "tiny"
+    model: str = TEST_MODEL
     max_model_len: int = 512
     max_num_seqs: int = 16
     num_gpu_blocks_override: int | None = None
@@ -71,6 +77,8 @@ class ServerSpec:
     max_num_batched_tokens: int | None = None
     prefix_caching: bool | None = None
     kv_cache_space_gib: int = 1
+    max_num_queued_reqs: int | None = None
+    """vLLM's admission limit: requests beyond it are answered 503."""
 
     def flags(self) -> list[str]:
         """`vllm serve` flags for this spec (model, host and port excluded)."""
@@ -81,6 +89,7 @@ class ServerSpec:
             "--num-gpu-blocks-override": self.num_gpu_blocks_override,
             "--block-size": self.block_size,
             "--max-num-batched-tokens": self.max_num_batched_tokens,
+            "--max-num-queued-reqs": self.max_num_queued_reqs,
         }
         for flag, value in optional.items():
             if value is not None:

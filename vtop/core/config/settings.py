@@ -17,6 +17,8 @@ VLLM_PORT = 8000
 """The port `vllm serve` listens on unless told otherwise."""
 DEFAULT_URL = f"http://127.0.0.1:{VLLM_PORT}"
 SCHEMES = ("http", "https")
+URL_SETTINGS = frozenset({"probe_url", "prometheus"})
+"""Single-URL settings, read as servers are (a bare host gets port 8000, a word is refused)."""
 FLAG = "flag"
 """Where a value given on the command line comes from (its errors name the value alone)."""
 PANELS = (
@@ -68,6 +70,11 @@ class Settings:
     """Where the dashboard's `b` key writes incident bundles."""
     prometheus: str | None = None
     """Read the vLLM servers a Prometheus server scrapes instead of scraping them."""
+    probe_url: str | None = None
+    """The URL users call (a proxy, a gateway, a load balancer in front of vLLM): canaries are
+    streamed through it and timed as a client sees them (off when None)."""
+    probe_interval_s: float = 10.0
+    """Seconds between canaries (each asks for a few tokens)."""
     runbook_base: str | None = None
     """The URL of vtop's rules reference as you publish it (docs/rules.md): `vtop rules export`
     points each alert's runbook_url at its rule's anchor there."""
@@ -90,6 +97,8 @@ ENV_NAMES = {
     "prometheus": "VTOP_PROMETHEUS",
     "prometheus_alerts": "VTOP_PROMETHEUS_ALERTS",
     "runbook_base": "VTOP_RUNBOOK_BASE",
+    "probe_url": "VTOP_PROBE",
+    "probe_interval_s": "VTOP_PROBE_INTERVAL",
 }
 
 
@@ -179,6 +188,8 @@ def _coerce(name: str, value: Any, where: str) -> Any:
             except ValueError as error:
                 named = "" if where == FLAG else f"{where}: {name}: "
                 raise SettingsError(f"{named}{error}") from None
+        if name in URL_SETTINGS and value is not None:
+            return server_url(str(value))
         return None if value is None else str(value)
     except SettingsError:
         raise
@@ -273,7 +284,7 @@ def load_settings(flags: Mapping[str, Any], env: Mapping[str, str] | None = None
 
 def _check(settings: Settings) -> None:
     """Reject values the dashboard cannot run with."""
-    for name in ("interval_s", "window_s", "history_s", "timeout_s"):
+    for name in ("interval_s", "window_s", "history_s", "timeout_s", "probe_interval_s"):
         value = getattr(settings, name)
         if not 0 < value < float("inf"):
             raise SettingsError(f"{name} = {value!r}: must be a positive number of seconds")

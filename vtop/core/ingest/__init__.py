@@ -1,0 +1,23 @@
+"""Floor 5, ingest: reads of the outside world turned into `Frame`s. Imports config, the store and
+the leaves (never rules, session or above).
+
+Offers the feeds (`Feed`, `LiveFeed`, `ReplayFeed`, `RecordingFeed`) and the one loop `sample`
+(feeds), the one assembler `open_feed` (open_feed), the exposition parser (exposition),
+recordings and bundles (recorder, bundle), a recording"s window with its earlier facts
+(excerpt), and the data-quality checks (quality). The sources themselves are in `sources`.
+"""
+
+__all__ = [
+    "bundle",
+    "excerpt",
+    "exposition",
+    "exposition_lines",
+    "exposition_writer",
+    "feed_status",
+    "feeds",
+    "open_feed",
+    "poller",
+    "quality",
+    "recorder",
+    "sources",
+]

@@ -9,6 +9,7 @@ controls one method (`control`), whatever it reads: live endpoints, a recording,
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from vtop.core.config.startup_failures import explain_failure
-from vtop.core.frame import Event, EventKind, Frame
+from vtop.core.frame import Event, EventKind, Frame, ProbeResult
 from vtop.core.ingest.excerpt import excerpt
 from vtop.core.ingest.feed_status import (
     INTERVAL_STEPS,
@@ -31,6 +32,7 @@ from vtop.core.ingest.feed_status import (
 from vtop.core.ingest.poller import Poller
 from vtop.core.ingest.recorder import RecordingWriter
 from vtop.core.ingest.sources.nvml import NvmlSource
+from vtop.core.ingest.sources.probe import ProbeSource
 from vtop.core.ingest.sources.process_log import LogTail
 from vtop.core.ingest.sources.vllm_http import VllmHttpSource
 from vtop.core.process_state import ServerState, is_alive, read_log, reap
@@ -118,8 +120,11 @@ class LiveFeed:
         interval: float,
         log: LogTail | None = None,
         server: ServerState | None = None,
+        canaries: Canaries | None = None,
     ) -> None:
         self.sources = list(sources)
+        self.canaries = canaries
+        """Canaries through the URL users call (None: the front door is not probed)."""
         self.poller = Poller(self.sources)
         self.nvml = nvml
         self.interval = interval
@@ -136,13 +141,18 @@ class LiveFeed:
         lines = self.log.new_lines() if self.log is not None else ()
         events = (*self._exit_event(now), *self._noted)
         self._noted = []
+        if self.canaries is not None:
+            self.canaries.start_if_due(now)
         if self.backoff.waiting(now) > 0 and not lines and not events:
             return []
         deadline = self.interval * DEADLINE_SHARE if len(self.sources) > 1 else None
         frame = await self.poller.poll(self.nvml, now, deadline)
         if frame.scrapes:
             self.backoff.record(any(s.ok for s in frame.scrapes), now, self.interval)
-        return [dataclasses.replace(frame, log_lines=lines, events=frame.events + events)]
+        probes = self.canaries.finished() if self.canaries is not None else ()
+        return [
+            dataclasses.replace(frame, log_lines=lines, events=frame.events + events, probes=probes)
+        ]
 
     def status(self, now: float) -> FeedStatus:
         """Live, its interval, and the retry delay while every endpoint fails."""
@@ -188,6 +198,8 @@ class LiveFeed:
         self.poller.cancel()
         for source in self.sources:
             await source.close()
+        if self.canaries is not None:
+            await self.canaries.close()
         if self.nvml is not None:
             self.nvml.close()
 
@@ -357,3 +369,35 @@ class RecordingFeed:
         """Close the inner feed and the recording."""
         await self.inner.close()
         self.writer.close()
+
+
+class Canaries:
+    """Canaries through the front door, one every `interval` seconds, sent in the background:
+    a slow or unreachable path never delays a tick, and its result joins a later frame."""
+
+    def __init__(self, source: ProbeSource, interval: float) -> None:
+        self.source = source
+        self.interval = interval
+        self._task: asyncio.Task[ProbeResult] | None = None
+        self._last_start = -float("inf")
+
+    def start_if_due(self, now: float) -> None:
+        """Send the next canary when the interval has passed and none is on its way."""
+        if self._task is None and now - self._last_start >= self.interval:
+            self._last_start = now
+            self._task = asyncio.ensure_future(self.source.probe())
+
+    def finished(self) -> tuple[ProbeResult, ...]:
+        """The canary that came back since the last call (if one did)."""
+        if self._task is None or not self._task.done():
+            return ()
+        task, self._task = self._task, None
+        return (task.result(),) if not task.cancelled() else ()
+
+    async def close(self) -> None:
+        """Stop a canary on its way and release the connections."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+        await self.source.close()

@@ -8,13 +8,16 @@ import dataclasses
 from pathlib import Path
 
 from vtop.core.config.settings import Settings
-from vtop.core.ingest.feeds import Feed, LiveFeed, RecordingFeed
+from vtop.core.ingest.feeds import Canaries, Feed, LiveFeed, RecordingFeed
 from vtop.core.ingest.recorder import RecordingWriter
 from vtop.core.ingest.sources.nvml import NvmlSource
+from vtop.core.ingest.sources.probe import ProbeOptions, ProbeSource
 from vtop.core.ingest.sources.process_log import LogTail
 from vtop.core.ingest.sources.prometheus import PrometheusClient, PrometheusFeed
 from vtop.core.ingest.sources.vllm_http import ScrapeOptions, VllmHttpSource
 from vtop.core.process_state import ServerState
+
+PROBE_TIMEOUT_S = 75.0
 
 
 def scrape_options(settings: Settings) -> ScrapeOptions:
@@ -41,8 +44,25 @@ def open_feed(
         sources = [VllmHttpSource(url, options) for url in urls]
         log = LogTail(server) if server is not None else None
         nvml = NvmlSource() if gpus else None
-        feed = LiveFeed(sources, nvml, settings.interval_s, log, server)
+        feed = LiveFeed(sources, nvml, settings.interval_s, log, server, canaries(settings))
     return RecordingFeed(feed, RecordingWriter(record)) if record is not None else feed
+
+
+def probe_options(settings: Settings) -> ProbeOptions:
+    """How canaries reach the front door: the settings' key and TLS policy, a timeout longer
+    than the common proxy read timeout (60 s), so the path's own answer is what is seen."""
+    return ProbeOptions(
+        timeout_s=PROBE_TIMEOUT_S, api_key=settings.api_key, verify_tls=settings.verify_tls
+    )
+
+
+def canaries(settings: Settings) -> Canaries | None:
+    """Canaries through the settings' front door, every probe interval (None: not probed)."""
+    if settings.probe_url is None:
+        return None
+    return Canaries(
+        ProbeSource(settings.probe_url, probe_options(settings)), settings.probe_interval_s
+    )
 
 
 def first_server(settings: Settings) -> Settings:

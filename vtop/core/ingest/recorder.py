@@ -26,13 +26,14 @@ from vtop.core.frame import (
     GpuReading,
     GpuSnapshot,
     GpuState,
+    ProbeResult,
     ProcessInfo,
     ScrapeStatus,
     TargetScrape,
 )
 from vtop.core.ingest.exposition import ExpositionParser
 from vtop.core.ingest.exposition_writer import exposition_text
-from vtop.core.redact import redactor
+from vtop.core.redact import Redactor, redactor
 
 MAGIC = b"VTOPREC"
 EVENT_KINDS = frozenset(kind.value for kind in EventKind)
@@ -132,6 +133,7 @@ class RecordingWriter:
             else {**asdict(frame.gpu), "state": frame.gpu.state.value},
             "log": [hide.text(line) for line in frame.log_lines],
             "events": [asdict(event) for event in frame.events],
+            **({"probes": [_probe_data(p, hide) for p in frame.probes]} if frame.probes else {}),
         }
 
     def close(self) -> None:
@@ -199,7 +201,8 @@ class RecordingReader:
             for event in data.get("events", [])
             if event.get("kind") in EVENT_KINDS
         )
-        return Frame(float(data["t"]), scrapes, gpu, tuple(data.get("log", [])), events)
+        probes = tuple(_probe(item) for item in data.get("probes", []))
+        return Frame(float(data["t"]), scrapes, gpu, tuple(data.get("log", [])), events, probes)
 
     def _scrape(self, item: dict[str, Any]) -> TargetScrape:
         """One target's scrape, parsed as it was live."""
@@ -223,6 +226,21 @@ class RecordingReader:
             item.get("version"),
             _settings(item.get("settings")),
         )
+
+
+def _probe_data(probe: ProbeResult, hide: Redactor) -> dict[str, Any]:
+    """A canary as JSON-ready data (its URL and failure text without secrets)."""
+    data = asdict(probe)
+    data["url"], data["error"] = hide.text(probe.url), hide.text(probe.error)
+    return data
+
+
+def _probe(item: dict[str, Any]) -> ProbeResult:
+    """A canary read back."""
+    fields = dict(item)
+    fields["reads"] = tuple((float(at), int(size)) for at, size in fields.get("reads", ()))
+    fields["headers"] = tuple((str(k), str(v)) for k, v in fields.get("headers", ()))
+    return ProbeResult(**fields)
 
 
 def _damage(path: Path, what: str, offset: int) -> str:

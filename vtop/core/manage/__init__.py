@@ -1,0 +1,9 @@
+"""Floor 7, manage: the vLLM process vtop starts and signals (by pid, never by name), the load
+generator, the one apply -> verify -> roll back and its audit log. Imports session, whatif and
+everything below.
+
+Offers `start`, `stop`, `restart` (process), `apply_and_verify` and `switch` (apply), `Bench`
+(bench), `measure` and the verdict (verdict), `audit` (audit), the argv edits (flag_edits).
+"""
+
+__all__ = ["apply", "audit", "bench", "bench_report", "flag_edits", "process", "verdict"]

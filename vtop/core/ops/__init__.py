@@ -1,0 +1,6 @@
+"""Floor 8, ops: orchestrations over every stage below. `vtop tune` (tune), a finding"s fixes
+ranked by prediction (rank), the rule unit tests (rule_unittest) and their promtool export
+(export_unittest). Imports any core floor; nothing in the core imports it.
+"""
+
+__all__ = ["export_unittest", "rank", "rule_unittest", "tune"]

@@ -127,7 +127,7 @@ def _active(alert: _Alert, store: Store, when: float) -> dict[Labels, float]:
 
 def _firing(alert: _Alert, store: Store, at: float) -> dict[Labels, float]:
     """Alerts firing at `at` as Prometheus decides: active at every evaluation for `for`."""
-    for_s = parse_duration(alert.document["for"])
+    for_s = parse_duration(alert.document["for"]) if "for" in alert.document else 0.0
     ticks = round(at / INTERVAL_S)
     firing = {}
     for labels, value in _active(alert, store, at).items():

@@ -117,7 +117,7 @@ def _alert(rule: Rule, expr: Expr, name: str, options: ExportOptions) -> dict[st
     return {
         "alert": name,
         "expr": to_text(expr),
-        "for": f"{int(for_s)}s",
+        **({"for": f"{int(for_s)}s"} if for_s else {}),
         "labels": {"severity": rule.severity, "phase": rule.phase, "rule_id": rule.id},
         "annotations": {
             "summary": f"{rule.title} on {{{{ $labels.instance }}}}",

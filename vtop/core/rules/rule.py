@@ -11,7 +11,7 @@ from vtop.core.rules.promql.ast import Expr, selectors
 from vtop.core.rules.promql.printer import for_prometheus, to_text
 from vtop.core.rules.records import Record
 
-Phase = Literal["queue", "memory", "compute", "latency", "config", "gpu", "streaming"]
+Phase = Literal["path", "queue", "memory", "compute", "latency", "config", "gpu", "streaming"]
 Severity = Literal["info", "warning", "critical"]
 Scope = Literal["target", "fleet"]
 """Where a rule is judged: on each server, or across the fleet."""

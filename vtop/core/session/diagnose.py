@@ -16,6 +16,7 @@ from vtop.core.ingest.sources.prometheus import PrometheusClient, PrometheusErro
 from vtop.core.ingest.sources.vllm_http import ScrapeOptions, cannot_connect
 from vtop.core.rules.engine import Triage, Unchecked
 from vtop.core.rules.promql.ast import selectors
+from vtop.core.rules.promql.evaluator import HOST_LEVEL_PREFIX
 from vtop.core.rules.rule import Rule
 from vtop.core.session.session import FLEET_TARGET, Mark, Session, alternation_text
 from vtop.core.store.store import Store
@@ -251,7 +252,9 @@ def _has_inputs(rule: Rule, store: Store, target: str) -> bool:
     """True when some series the rule's condition reads exists for the target."""
     names = {s.name for s in selectors(rule.expr) if not s.name.startswith("vtop:")}
     local = {"instance": target}
-    return any(store.select(name, None if name.startswith("nvml:") else local) for name in names)
+    return any(
+        store.select(name, None if name.startswith(HOST_LEVEL_PREFIX) else local) for name in names
+    )
 
 
 def _no_diagnosis_reason(store: Store, target: str, now: float, window: float) -> str | None:

@@ -85,6 +85,8 @@ class TargetState:
     last_timestamp: float | None = None
     failures_since_ok: int = 0
     """Scrapes that failed since the last answer (0 while it answers)."""
+    first_ok_timestamp: float | None = None
+    """When the target first answered in this session (a window needs that long behind it)."""
 
     @property
     def summary(self) -> TargetSummary | None:
@@ -128,15 +130,15 @@ class Session:
         self._log_changed = False
         self.rule_budget = rule_budget
         """At most this many targets' rules per frame (round robin; the focused one always)."""
-        self.focus: str | None = None
         self.seeded = seeded or {}
         """Inferred settings known from the start, per target (a one-shot diagnosis)."""
         self.fleet = TargetState(FLEET_TARGET, deque(maxlen=1))
         """Findings of the fleet-scope rules (imbalance across servers) and the fleet's TTFT."""
         self._rotation = 0
 
-    def ingest(self, frame: Frame) -> None:
-        """One frame: store, log, config, rules, history and marks."""
+    def ingest(self, frame: Frame, focus: str | None = None) -> None:
+        """One frame: store, log, config, rules, history and marks (under a rule budget, the
+        `focus` target, the one on screen, is judged every frame)."""
         self.now = frame.timestamp
         if self.first_timestamp is None:
             self.first_timestamp = frame.timestamp
@@ -152,7 +154,7 @@ class Session:
                 if event.kind is EventKind.EXITED:
                     self.exited[event.target] = mark
         restarted = {event.target for event in events if event.kind is EventKind.RESTART}
-        judged = self._judged_now(frame.scrapes)
+        judged = self._judged_now(frame.scrapes, focus)
         for scrape in frame.scrapes:
             self._ingest_scrape(scrape, frame, scrape.target in restarted, scrape.target in judged)
         if len(self.targets) > 1 and self._fleet_due(frame.timestamp):
@@ -189,7 +191,7 @@ class Session:
             return True
         return not 0 <= now - last < FLEET_RULES_EVERY_S
 
-    def _judged_now(self, scrapes: tuple[TargetScrape, ...]) -> set[str]:
+    def _judged_now(self, scrapes: tuple[TargetScrape, ...], focus: str | None) -> set[str]:
         """Targets whose rules run this frame: all, or the budget's share in turn (plus focus)."""
         names = [scrape.target for scrape in scrapes if scrape.ok]
         if self.rule_budget is None or self.alerts:  # reading alerts costs next to nothing
@@ -198,7 +200,7 @@ class Session:
         start = self._rotation % max(len(names), 1)
         self._rotation = start + budget
         chosen = {names[(start + offset) % len(names)] for offset in range(budget)}
-        return chosen | ({self.focus} & set(names) if self.focus else set())
+        return chosen | ({focus} & set(names) if focus else set())
 
     def _take_log(self, lines: tuple[str, ...]) -> None:
         """Keep log lines; a new startup begins a new startup log."""
@@ -243,6 +245,8 @@ class Session:
             view.base_config = server_config(scrape, frame.gpu or self.gpu, self._options())
             view.config = view.base_config
         view.last_scrape = view.last_ok_scrape = scrape
+        if view.first_ok_timestamp is None:
+            view.first_ok_timestamp = frame.timestamp
         self.exited.pop(scrape.target, None)
         now, window = frame.timestamp, self.options.window_s
         self._check_quality(view, scrape, now)

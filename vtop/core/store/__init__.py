@@ -1,0 +1,8 @@
+"""Floor 3, store: per-series rings of a bounded size written by frames, point and window queries
+(rates across counter resets, histogram quantiles from bucket deltas), and the headline summary
+of a target. Imports the leaves only.
+
+Offers `Store` (store), `TargetSummary` and `summarize` (summary).
+"""
+
+__all__ = ["gpu_series", "ingest", "presence", "rings", "store", "summary"]

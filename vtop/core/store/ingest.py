@@ -3,6 +3,7 @@ sample by sample with resets, defects, aliases and restarts detected."""
 
 from __future__ import annotations
 
+import functools
 import math
 from operator import itemgetter
 
@@ -10,6 +11,7 @@ from vtop.core.catalog import family_of, sample_type
 from vtop.core.frame import Event, EventKind, Frame, SampleColumns, Series, TargetScrape
 from vtop.core.store.gpu_series import gpu_scrape
 from vtop.core.store.presence import VALUE_NAN, is_gap
+from vtop.core.store.probe_series import ProbeCounters
 from vtop.core.store.rings import (
     INSTANCE,
     KEPT_PREFIXES,
@@ -33,6 +35,12 @@ from vtop.core.store.rings import (
 class IngestingRings(Rings):
     """Rings that frames are written into."""
 
+    @functools.cached_property
+    def probes(self) -> ProbeCounters:
+        """The front-door canaries seen so far (their series are written every frame after
+        the first, like a scrape)."""
+        return ProbeCounters()
+
     def ingest(self, frame: Frame) -> list[Event]:
         """Add one frame as a new tick; return events it revealed (resets, limits)."""
         if self.tick >= 0 and frame.timestamp <= self._times[self.tick % self.capacity]:
@@ -43,6 +51,9 @@ class IngestingRings(Rings):
         self._oldest = max(0, self.tick - self.capacity + 1)
         events: list[Event] = []
         scrapes = frame.scrapes if frame.gpu is None else (*frame.scrapes, gpu_scrape(frame.gpu))
+        if frame.probes or self.probes.last:
+            self.probes.add(frame.probes)
+            scrapes = (*scrapes, self.probes.scrape())
         for scrape in scrapes:
             if scrape.ok:
                 events.extend(self._ingest_scrape(scrape, frame.timestamp))

@@ -30,7 +30,7 @@ DEFAULT_MAX_SERIES = 50_000
 OTHER_MAX_SERIES = 2_000
 """Series that are not vLLM's (nor vtop's GPU or restart series) share this smaller cap: a
 payload's junk, however much of it comes first, never costs a vLLM series its ring."""
-KEPT_PREFIXES = ("vllm:", "nvml:", "ALERTS")
+KEPT_PREFIXES = ("vllm:", "nvml:", "probe:", "ALERTS")
 """Series never crowded out by junk (Prometheus's ALERTS: the fleet's findings)."""
 STARTS_KEPT = 16
 KNOWN_PER_SAMPLE = 4

@@ -1,1 +1,4 @@
-"""Dashboard screens (help, explanation, full diagnosis)."""
+"""The dashboard's screens: the dashboard itself (dashboard), the fleet table (fleet), and the
+modal text and confirmation screens (text_screen, confirm). A screen shows what it is given."""
+
+__all__ = ["confirm", "dashboard", "fleet", "text_screen"]

@@ -13,8 +13,10 @@ from textual.widgets import Static
 
 
 def framed(title: str, subtitle: str, body: str | Text) -> VerticalScroll:
-    """Scrollable text in a titled frame (the body of every modal screen)."""
-    scroll = VerticalScroll(Static(body, classes="modal-body"))
+    """Scrollable text in a titled frame (the body of every modal screen). A string is shown
+    as it is, never read as markup: a report's `[CRITICAL]` is text."""
+    shown = Text(body) if isinstance(body, str) else body
+    scroll = VerticalScroll(Static(shown, classes="modal-body"))
     scroll.border_title = title
     scroll.border_subtitle = subtitle
     return scroll
@@ -27,6 +29,7 @@ class TextScreen(ModalScreen[None]):
     TextScreen { align: center middle; }
     TextScreen > VerticalScroll {
         width: 90%; height: 90%; border: round $accent; background: $surface; padding: 0 1;
+        scrollbar-size-vertical: 1;
     }
     """
     BINDINGS: ClassVar[list[BindingType]] = [

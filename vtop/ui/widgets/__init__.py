@@ -1,1 +1,16 @@
-"""Dashboard widgets, one per module."""
+"""The dashboard's widgets, one per module: each shows one piece of data it is given and never
+fetches (header, action line, banner, charts, findings, GPUs, events, log)."""
+
+__all__ = [
+    "action_line",
+    "banner",
+    "chart_scroll",
+    "event_log",
+    "findings",
+    "gpu_panel",
+    "header",
+    "log_panel",
+    "plotting",
+    "time_chart",
+    "ttft_histogram",
+]

@@ -19,16 +19,17 @@ def is_primary(index: int, finding: Finding) -> bool:
 
 
 def finding_prompt(finding: Finding, primary: bool) -> Text:
-    """A few lines: severity, id and title, the diagnosis, the first flag change."""
+    """A few lines: severity, id and title, the first flag change (both halves of its diff,
+    before the diagnosis, so a short panel still shows them), then the diagnosis."""
     rule = finding.rule
     text = Text()
     head = (
         f"{'PRIMARY ' if primary else ''}{rule.severity.upper()} {short_key(finding)} {rule.title}"
     )
-    text.append(head + "\n", style=SEVERITY_STYLE.get(rule.severity, ""))
-    text.append(finding.diagnosis)
+    text.append(head, style=SEVERITY_STYLE.get(rule.severity, ""))
     for change in finding.changes[:1]:
         text.append("\n" + "\n".join(line.strip() for line in flag_diff(change)), style="bold")
+    text.append("\n" + finding.diagnosis)
     if finding.symptoms:
         text.append(f"\nexplains {', '.join(s.rule.id for s in finding.symptoms)}", style="dim")
     return text
@@ -48,7 +49,10 @@ class FindingsPanel(OptionList):
     ) -> None:
         """Replace the list, keeping the highlighted finding when it is still there; when the
         data stopped, the title says the findings are the last ones seen."""
-        self.border_title = f"Findings: {stale}, last seen" if stale else "Findings"
+        if stale and triage is not None:
+            self.border_title = f"Findings: {stale}, last seen"
+        else:
+            self.border_title = f"Findings: {stale}" if stale else "Findings"
         findings = list(triage.findings) if triage is not None else []
         texts = tuple(finding_prompt(f, is_primary(i, f)).plain for i, f in enumerate(findings))
         key = (texts, reason if not findings else None)

@@ -1,0 +1,15 @@
+"""Floor 5, the sources: the only code that does I/O on the world, every read bounded in time and
+bytes. vLLM"s `/metrics` and what it says over HTTP (`VllmHttpSource`, server_facts), NVML
+(`NvmlSource`), Prometheus"s API (`PrometheusClient`, `PrometheusFeed`) and a managed server"s
+log (`LogTail`). Imports config and the leaves; never touches a widget.
+"""
+
+__all__ = [
+    "bounded_http",
+    "fast_http",
+    "nvml",
+    "process_log",
+    "prometheus",
+    "server_facts",
+    "vllm_http",
+]

@@ -41,7 +41,9 @@ from vtop.core.rules.promql.samples import instant, range_samples, range_start
 from vtop.core.store.store import INSTANCE, Store
 
 CONFIG_PREFIX = "vtop:"
-HOST_LEVEL_PREFIX = "nvml:"
+HOST_LEVEL_PREFIX = ("nvml:", "probe:")
+"""Series of the host vtop runs on (its GPUs, its canaries through the front door): read for
+every target, not filtered by its instance."""
 FLEET = "*fleet*"
 """The target of fleet-scope rules: selectors see every instance and keep its label."""
 RATES = {"rate": (True, True), "increase": (True, False), "delta": (False, False)}

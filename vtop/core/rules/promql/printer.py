@@ -17,7 +17,7 @@ from vtop.core.rules.promql.ast import (
     selectors,
 )
 
-LOCAL_PREFIXES = ("vtop:", "nvml:")
+LOCAL_PREFIXES = ("vtop:", "nvml:", "probe:")
 """Series only vtop has: server configuration and NVML readings."""
 
 

@@ -1,0 +1,111 @@
+"""The front door on real parts: a real vLLM behind a real nginx (started here with its own
+prefix, config and port), the path misconfigured in each way vtop diagnoses and then fixed.
+
+Each scenario measures its precondition first (the stream really arrives in a lump through
+that config; the proxy really answers 504; vLLM really answers 503) and fails with the figures
+when it does not hold, then asserts the diagnosis, and no path finding on the clean path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.incidents import Load, LoadProcess
+from tests.support.nginx import BUFFERED, CLEAN, NO_USAGE, SHORT_READ_TIMEOUT, nginx_in_front
+from tests.support.scenarios import LIGHT, STORM
+from tests.support.vllm_harness.server import ServerPool
+from tests.support.vtop_cli import vtop
+from vtop.core.frame import ProbeResult
+from vtop.core.ingest.sources.probe import ProbeOptions, ProbeSource
+
+pytestmark = pytest.mark.vllm
+
+
+async def canary(url: str, endpoint: str = "completions", timeout_s: float = 60) -> ProbeResult:
+    """One canary of vtop's own source, straight (the precondition's measure)."""
+    source = ProbeSource(url, ProbeOptions(endpoint, max_tokens=32, timeout_s=timeout_s))
+    try:
+        return await source.probe()
+    finally:
+        await source.close()
+
+
+def probe_json(url: str, engine: str, *more: str) -> tuple[int, dict[str, Any]]:
+    """`vtop probe URL --engine ENGINE --json` as a user runs it."""
+    ran = vtop("probe", url, "--engine", engine, "--json", *more, timeout_s=240)
+    return ran.code, json.loads(ran.out)
+
+
+def path_ids(report: dict[str, Any]) -> set[str]:
+    return {str(f["id"]) for f in report["findings"]}
+
+
+async def test_a_held_back_stream_is_found_and_the_clean_path_is_quiet(
+    vllm_pool: ServerPool, tmp_path: Path
+) -> None:
+    server = vllm_pool.get(LIGHT)
+    direct = await canary(server.url)
+    assert direct.ok and len(direct.reads) * 2 > direct.tokens >= 8, direct  # vLLM streams
+    with nginx_in_front(server.url, BUFFERED, tmp_path / "buffered") as url:
+        lumped = [await canary(url, endpoint) for endpoint in ("completions", "chat")]
+        for probe in lumped:  # the precondition: this config really delivers in a lump
+            assert probe.ok and len(probe.reads) <= 2 and probe.tokens >= 8, probe
+        code, report = probe_json(url, server.url)
+        assert code == 2 and report["verdict"] == "critical", report
+        assert "F1" in path_ids(report), report
+        f1 = next(f for f in report["findings"] if f["id"] == "F1")
+        assert "proxy_buffering off" in json.dumps(f1["changes"])
+        diagnosed = vtop(
+            "diagnose",
+            server.url,
+            "--probe",
+            url,
+            "--probe-interval",
+            "3",
+            "--window",
+            "8",
+            "--no-gpu",
+            "--json",
+            "--no-predict",
+            timeout_s=120,
+        )
+        judged = json.loads(diagnosed.out)
+        assert judged["primary"]["id"] == "F1", judged  # the path ahead of the engine
+    with nginx_in_front(server.url, CLEAN, tmp_path / "clean") as url:
+        code, report = probe_json(url, server.url)
+        assert (code, path_ids(report)) == (0, set()), report
+        canaries = report["canaries"]
+        assert isinstance(canaries, list) and all(c["reads"] * 2 > c["tokens"] for c in canaries)
+
+
+async def test_a_stream_without_its_usage_is_found(vllm_pool: ServerPool, tmp_path: Path) -> None:
+    server = vllm_pool.get(LIGHT)
+    with nginx_in_front(server.url, NO_USAGE, tmp_path / "no-usage") as url:
+        stripped = await canary(url)
+        assert stripped.ok and stripped.tokens > 0 and stripped.usage_tokens is None, stripped
+        code, report = probe_json(url, server.url, "--endpoint", "completions")
+        assert code == 1 and path_ids(report) == {"F4"}, report
+
+
+async def test_a_read_timeout_shorter_than_the_queue_is_found(
+    vllm_pool: ServerPool, tmp_path: Path
+) -> None:
+    server = vllm_pool.get(STORM)
+    load = LoadProcess(Load(24, 96, 300, stream=True), server.url, 90)
+    try:
+        await asyncio.sleep(8)
+        with nginx_in_front(server.url, SHORT_READ_TIMEOUT, tmp_path / "timeout") as url:
+            cut = await canary(url)
+            assert cut.status == 504, cut  # the precondition: the queue outlasts the timeout
+            code, report = probe_json(url, server.url, "--endpoint", "completions")
+    finally:
+        load.stop()
+    assert code == 2 and "F2" in path_ids(report), report
+    f2 = next(f for f in report["findings"] if f["id"] == "F2")
+    [change] = [c for c in f2["changes"] if c["flag"] == "proxy_read_timeout"]
+    assert isinstance(change["proposed"], float) and change["proposed"] >= 60, change

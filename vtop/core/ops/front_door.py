@@ -1,0 +1,180 @@
+"""`vtop probe`: canaries through the URL users call, the engine scraped around them, and the
+path's rules on both (the same rules the dashboard and `vtop diagnose --probe` run).
+
+The engine's view of the same moments comes from `/metrics` at the probed URL when the proxy
+passes it, else from the engine's own URL; it covers every request of the window, the canaries'
+and the others', which the report says.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from vtop.core.config.effective_config import DiagnoseOptions
+from vtop.core.frame import Frame, ProbeResult
+from vtop.core.ingest.poller import poll
+from vtop.core.ingest.sources.probe import ProbeOptions, ProbeSource
+from vtop.core.ingest.sources.vllm_http import ScrapeOptions, VllmHttpSource
+from vtop.core.rules.engine import Finding
+from vtop.core.rules.rule import Rule
+from vtop.core.session.session import Session
+from vtop.core.store.probe_series import PROBE_TARGET
+
+Result = TypeVar("Result")
+SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}
+EXIT_NO_ANSWER = 3
+
+
+@dataclass(frozen=True)
+class EngineView:
+    """What vLLM's own metrics say about the window of the canaries."""
+
+    target: str | None
+    """The engine scraped (None: none answered with vLLM metrics)."""
+    ttft_mean_s: float | None = None
+    itl_mean_s: float | None = None
+    requests: float | None = None
+    """Requests that got a first token in the window (the canaries' and any others')."""
+    rejected: float | None = None
+    """Requests rejected at admission in the window (None when the server has no counter)."""
+
+
+@dataclass(frozen=True)
+class FrontDoor:
+    """The canaries, the engine's view, and the path's findings."""
+
+    url: str
+    canaries: tuple[ProbeResult, ...]
+    engine: EngineView
+    findings: tuple[Finding, ...]
+
+    @property
+    def verdict(self) -> str:
+        """critical, warning, ok, or unknown when no canary got an answer."""
+        if not any(probe.status is not None for probe in self.canaries):
+            return "unknown"
+        worst = max((SEVERITY_RANK[f.rule.severity] for f in self.findings), default=0)
+        return {0: "ok", 1: "warning", 2: "critical"}[worst]
+
+    @property
+    def exit_code(self) -> int:
+        """0 ok, 1 warning, 2 critical, 3 no canary got an answer."""
+        return {"ok": 0, "warning": 1, "critical": 2}.get(self.verdict, EXIT_NO_ANSWER)
+
+
+async def probe_front_door(
+    url: str,
+    engine_url: str | None,
+    endpoints: tuple[str, ...],
+    count: int,
+    options: ProbeOptions,
+    scraping: ScrapeOptions,
+    rules: list[Rule],
+) -> FrontDoor:
+    """`count` canaries per endpoint through `url`, the engine scraped before and after each."""
+    engines = [VllmHttpSource(engine_url or url, scraping)]
+    sources = [ProbeSource(url, _with_endpoint(options, e)) for e in endpoints]
+    frames: list[Frame] = []
+    try:
+        frames.append(await poll(engines, None, time.time()))
+        for _ in range(count):
+            for source in sources:
+                result = await source.probe()
+                frame = await poll(engines, None, time.time())
+                frames.append(Frame(frame.timestamp, frame.scrapes, probes=(result,)))
+    finally:
+        for source in sources:
+            await source.close()
+        for engine in engines:
+            await engine.close()
+    canaries = tuple(probe for frame in frames for probe in frame.probes)
+    return judged(sources[0].url, frames, canaries, rules)
+
+
+def _with_endpoint(options: ProbeOptions, endpoint: str) -> ProbeOptions:
+    """The options for one endpoint."""
+    return ProbeOptions(
+        endpoint,
+        options.max_tokens,
+        options.timeout_s,
+        options.api_key,
+        options.verify_tls,
+        options.model,
+        options.include_usage,
+    )
+
+
+def judged(
+    url: str, frames: list[Frame], canaries: tuple[ProbeResult, ...], rules: list[Rule]
+) -> FrontDoor:
+    """The path's rules over the frames: on the engine's target when it answered (its series
+    and the canaries' together), else on the canaries alone."""
+    session = Session(rules, DiagnoseOptions(read_gpus=False))
+    for frame in frames:
+        session.ingest(frame)
+    answered = [t for t, view in session.targets.items() if view.last_ok_scrape is not None]
+    target = answered[0] if answered else None
+    now = frames[-1].timestamp
+    view = session.targets[target] if target is not None else None
+    pseudo = view.config.pseudo_metrics() if view is not None else {}
+    triage = session.engine.evaluate(session.store, target or PROBE_TARGET, now, pseudo)
+    path = tuple(f for f in triage.findings if f.rule.phase == "path")
+    return FrontDoor(url, canaries, engine_view(session, target, now, frames), path)
+
+
+def engine_view(
+    session: Session, target: str | None, now: float, frames: list[Frame]
+) -> EngineView:
+    """Mean TTFT and ITL of the window from the engine's counters."""
+    if target is None:
+        return EngineView(None)
+    store, window, only = session.store, now - frames[0].timestamp + 1, {"instance": target}
+
+    def grown(name: str) -> float | None:
+        values = store.sum_by(store.increase, name, now, window, only)
+        return sum(values.values()) if values else None
+
+    def mean(name: str) -> float | None:
+        total, count = grown(f"{name}_sum"), grown(f"{name}_count")
+        return total / count if total is not None and count else None
+
+    return EngineView(
+        target,
+        mean("vllm:time_to_first_token_seconds"),
+        mean("vllm:inter_token_latency_seconds"),
+        grown("vllm:time_to_first_token_seconds_count"),
+        grown("vllm:admission_rejections_total"),
+    )
+
+
+async def beside_engine(
+    run: Awaitable[Result], engine_url: str, scraping: ScrapeOptions
+) -> tuple[Result, EngineView]:
+    """`run` (a load, a probe) with the engine scraped before and after it: what vLLM's own
+    metrics say about the same moments."""
+    engines = [VllmHttpSource(engine_url, scraping)]
+    try:
+        before = await poll(engines, None, time.time())
+        result = await run
+        after = await poll(engines, None, time.time())
+    finally:
+        await engines[0].close()
+    session = Session([], DiagnoseOptions(read_gpus=False))
+    for frame in (before, after):
+        session.ingest(frame)
+    answered = [t for t, view in session.targets.items() if view.last_ok_scrape is not None]
+    target = answered[0] if answered else None
+    return result, engine_view(session, target, after.timestamp, [before, after])
+
+
+def held_back(client_ttft_s: float | None, client_tpot_s: float | None, engine: EngineView) -> bool:
+    """The client's first token far later than the engine's and its tokens far denser than the
+    engine produces them: the stream arrives in lumps."""
+    if None in (client_ttft_s, client_tpot_s, engine.ttft_mean_s, engine.itl_mean_s):
+        return False
+    assert client_ttft_s is not None and client_tpot_s is not None
+    assert engine.ttft_mean_s is not None and engine.itl_mean_s is not None
+    return client_ttft_s > 3 * engine.ttft_mean_s and client_tpot_s < engine.itl_mean_s / 3

@@ -1,0 +1,129 @@
+"""`vtop probe` as text (for people and tickets) or JSON (schema `vtop.probe/1`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vtop.core.frame import ProbeResult
+from vtop.core.ops.front_door import FrontDoor
+from vtop.text.report import finding_lines
+
+SCHEMA = "vtop.probe/1"
+
+
+def _s(value: float | None) -> str:
+    """Seconds, compact; '-' when unknown."""
+    if value is None:
+        return "-"
+    return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.2f} s"
+
+
+def canary_line(probe: ProbeResult) -> str:
+    """`completions: HTTP 200, first byte 31 ms, first token 31 ms, 16 tokens in 18 reads ...`"""
+    if probe.status is None:
+        return f"{probe.endpoint}: no answer ({probe.error})"
+    parts = [f"{probe.endpoint}: HTTP {probe.status}"]
+    if probe.status == 200:
+        reads = len(probe.reads)
+        tokens = max(probe.tokens, 1)
+        per_token = f"{reads / tokens:.2f} reads and {probe.body_bytes / tokens:.0f} B per token"
+        parts += [
+            f"first byte {_s(probe.first_byte_s)}",
+            f"first token {_s(probe.first_token_s)}",
+            f"{probe.tokens} tokens in {reads} reads ({per_token})",
+            f"longest silence {_s(probe.max_gap_s)}",
+            f"done {_s(probe.duration_s)}",
+        ]
+        if probe.usage_asked:
+            parts.append(
+                f"usage {'in the stream' if probe.usage_tokens is not None else 'MISSING'}"
+            )
+    if probe.error:
+        parts.append(probe.error)
+    return ", ".join(parts)
+
+
+def text_probe(door: FrontDoor) -> str:
+    """The report."""
+    lines = [f"vtop probe {door.url}", f"VERDICT: {door.verdict.upper()}", "", "CANARIES"]
+    lines += [f"  {canary_line(probe)}" for probe in door.canaries]
+    headers = {k: v for probe in door.canaries for k, v in probe.headers}
+    if headers:
+        lines.append("  headers: " + ", ".join(f"{k}: {v}" for k, v in sorted(headers.items())))
+    engine = door.engine
+    lines += ["", "ENGINE (vLLM's own metrics over the same window, every request in it)"]
+    if engine.target is None:
+        lines.append("  no vLLM metrics at the URL: give the engine's own with --engine URL")
+    else:
+        lines.append(
+            f"  {engine.target}: mean time to first token {_s(engine.ttft_mean_s)}, "
+            f"mean inter-token latency {_s(engine.itl_mean_s)}, "
+            f"{engine.requests or 0:.0f} first tokens"
+            + (f", {engine.rejected:.0f} rejected at admission" if engine.rejected else "")
+        )
+        client = [p.first_token_s for p in door.canaries if p.first_token_s is not None]
+        if client and engine.ttft_mean_s:
+            ratio = (sum(client) / len(client)) / engine.ttft_mean_s
+            lines.append(f"  the user's first token came {ratio:.1f}x later than the engine's")
+    lines += [
+        "",
+        "PATH FINDINGS"
+        if door.findings
+        else "PATH: no finding (the stream reaches the client as vLLM sends it)",
+    ]
+    for finding in door.findings:
+        lines += [f"  {line}" for line in finding_lines(finding)]
+    return "\n".join(lines)
+
+
+def json_probe(door: FrontDoor) -> dict[str, Any]:
+    """The report as data."""
+    return {
+        "schema": SCHEMA,
+        "url": door.url,
+        "verdict": door.verdict,
+        "exit_code": door.exit_code,
+        "canaries": [canary_json(probe) for probe in door.canaries],
+        "engine": {
+            "target": door.engine.target,
+            "ttft_mean_s": door.engine.ttft_mean_s,
+            "itl_mean_s": door.engine.itl_mean_s,
+            "first_tokens": door.engine.requests,
+            "rejected": door.engine.rejected,
+        },
+        "findings": [
+            {
+                "id": f.rule.id,
+                "title": f.rule.title,
+                "severity": f.rule.severity,
+                "diagnosis": f.diagnosis,
+                "evidence": f.evidence,
+                "changes": [
+                    {"flag": c.flag, "current": c.current, "proposed": c.proposed, "why": c.why}
+                    for c in f.changes
+                ],
+            }
+            for f in door.findings
+        ],
+    }
+
+
+def canary_json(probe: ProbeResult) -> dict[str, Any]:
+    """One canary as data."""
+    return {
+        "endpoint": probe.endpoint,
+        "status": probe.status,
+        "ok": probe.ok,
+        "error": probe.error or None,
+        "first_byte_s": probe.first_byte_s,
+        "first_token_s": probe.first_token_s,
+        "duration_s": probe.duration_s,
+        "tokens": probe.tokens,
+        "reads": len(probe.reads),
+        "bytes": probe.body_bytes,
+        "reads_per_token": len(probe.reads) / probe.tokens if probe.tokens else None,
+        "max_silence_s": probe.max_gap_s,
+        "usage_in_stream": probe.usage_tokens is not None if probe.usage_asked else None,
+        "headers": dict(probe.headers),
+        "read_times_s": [at for at, _ in probe.reads],
+    }
