@@ -6,11 +6,22 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.hostile import bomb, gzip_bomb, gzipped, hostile, huge, trickle, trickle_chunked
+from tests.support.hostile import (
+    bomb,
+    cut_stream,
+    gzip_bomb,
+    gzipped,
+    hostile,
+    huge,
+    trickle,
+    trickle_chunked,
+)
 from tests.support.http_server import Canned, serving
 from tests.support.payloads import fixture
 from tests.support.vtop_cli import Ran, vtop
+from vtop.core.ingest.sources.probe import ProbeOptions, ProbeSource
 from vtop.core.ingest.sources.vllm_http import MAX_BODY_BYTES, ScrapeOptions, VllmHttpSource
+from vtop.core.store.probe_series import failure_kind
 
 TIMEOUT_S = 2.0
 STARTUP_S = 4.0
@@ -101,3 +112,22 @@ def test_300k_junk_series_cost_bounded_memory_and_no_vllm_series() -> None:
     assert ran.code == 0, ran.text
     assert "run 4 wait 10" in ran.out, ran.out
     assert ran.peak_rss_bytes < 800 * 2**20, f"peak RSS {ran.peak_rss_bytes / 2**20:.0f} MiB"
+
+
+async def test_a_stream_cut_after_its_head_is_a_cut_with_what_arrived() -> None:
+    with hostile(cut_stream) as url:
+        source = ProbeSource(url, ProbeOptions(timeout_s=TIMEOUT_S))
+        try:
+            probe = await source.probe()
+        finally:
+            await source.close()
+    assert probe.status == 200 and not probe.finished, probe
+    assert probe.tokens == 2 and probe.reads and probe.first_token_s is not None, probe
+    assert "(cut)" in probe.error and failure_kind(probe) == "cut", probe
+
+
+def test_a_bare_type_line_is_a_parse_error_not_a_traceback() -> None:
+    with serving(Canned(body="# TYPE\n" + fixture("underload"))) as url:
+        ran = vtop("diagnose", url, "--window", "1", "--no-gpu", "--timeout", str(TIMEOUT_S))
+    no_traceback(ran)
+    assert ran.code in (0, 1, 2), ran.text

@@ -105,6 +105,31 @@ def gzipped(handler: socketserver.StreamRequestHandler) -> None:
     handler.wfile.write(head.encode() + payload)
 
 
+def cut_stream(handler: socketserver.StreamRequestHandler) -> None:
+    """A completions endpoint whose stream is cut: /v1/models answers, a completion gets a 200
+    chunked SSE head and two tokens, then the connection closes with no last chunk (a proxy's
+    read timeout, a server that died)."""
+    request = handler.rfile.readline()
+    length = 0
+    while (line := handler.rfile.readline()) not in (b"\r\n", b"\n", b""):
+        if line.lower().startswith(b"content-length:"):
+            length = int(line.split(b":")[1])
+    handler.rfile.read(length)
+    if request.startswith(b"GET /v1/models"):
+        body = b'{"data": [{"id": "m"}]}'
+        head = f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\n\r\n"
+        handler.wfile.write(head.encode() + body)
+        return
+    head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
+    handler.wfile.write((head + "\r\n").encode())
+    for word in ("one", "two"):
+        event = b'data: {"choices": [{"text": " %s"}]}\n\n' % word.encode()
+        handler.wfile.write(f"{len(event):x}\r\n".encode() + event + b"\r\n")
+        handler.wfile.flush()
+        time.sleep(0.05)
+    handler.connection.shutdown(2)
+
+
 class _Server(socketserver.ThreadingTCPServer):
     daemon_threads = True
     allow_reuse_address = True

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from tests.support.exposition import LABEL, LABEL_VALUE, NAME, VALUE, canonical
 from tests.support.payloads import FIXTURES, fixture, lora_payload, multi_engine
 from vtop.core.catalog import family_of
+from vtop.core.frame import Sample
 from vtop.core.ingest.exposition import ExpositionParser, reference_samples
 
 
@@ -216,3 +217,37 @@ def test_a_scrape_with_the_same_lines_is_read_through_the_layout() -> None:
     assert parser.layout_hits == 1
     assert canonical(again.samples) == canonical(ExpositionParser().parse(following).samples)
     assert [s.value for s in again.samples if s.series.name == "vllm:num_requests_waiting"] == [12]
+
+
+GOOD = fixture("underload").splitlines()
+HOSTILE_LINE = st.one_of(
+    st.text(max_size=80),
+    st.sampled_from(["# TYPE", "# TYPE ", "# HELP", "#", "# TYPE x", "# TYPE x y z", "{", "}"]),
+    st.sampled_from(GOOD).flatmap(lambda line: st.integers(0, len(line)).map(lambda n: line[:n])),
+)
+
+
+def samples_of_lines(lines: list[str]) -> list[Sample]:
+    """The samples the lines give on their own, each read alone."""
+    return [s for line in lines for s in ExpositionParser().parse(line).samples]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(HOSTILE_LINE, max_size=12), st.integers(0, len(GOOD)), st.booleans())
+def test_no_line_makes_the_parser_raise_or_changes_a_good_value(
+    junk: list[str], where: int, openmetrics: bool
+) -> None:
+    """Random text, truncated real lines and bare comment heads among a real payload: every bad
+    line is a numbered error, never an exception, and every good sample keeps its value."""
+    text = "\n".join([*GOOD[:where], *junk, *GOOD[where:]])
+    for parser in (ExpositionParser(), ExpositionParser()):
+        parser.parse(fixture("underload"))  # the second one warm, through the layout
+        parsed = parser.parse(text, openmetrics)
+        assert all(error.line_number >= 1 for error in parsed.errors)
+        kept = {(s.series.name, s.series.labels): s.value for s in parsed.samples}
+        written = {(s.series.name, s.series.labels) for s in samples_of_lines(junk)}
+        for sample in ExpositionParser().parse("\n".join(GOOD)).samples:
+            key = (sample.series.name, sample.series.labels)
+            if key in kept and key not in written:  # a cut line can be a valid sample itself
+                value = kept[key]
+                assert value == sample.value or (math.isnan(value) and math.isnan(sample.value))

@@ -139,7 +139,7 @@ def type_line(rest: str) -> tuple[str, str] | None:
             return None
         kinds = rest[position:].split()
     else:
-        name, *kinds = rest.split()
+        name, *kinds = rest.split() or [""]
     if not name or len(kinds) != 1:
         return None
     return name, kinds[0]

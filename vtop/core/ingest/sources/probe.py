@@ -199,15 +199,23 @@ class ProbeSource:
             decoder = _decoder(response.headers.get("content-encoding"))
             reading = _Reading(started)
             failure = b""
-            async for raw in response.aiter_raw():
-                at = time.monotonic() - begun
-                if response.status_code != 200:
-                    failure += raw[: MAX_FAILURE_BODY - len(failure)]
-                    continue
-                decoded = decoder.decompress(raw) if decoder is not None else raw
-                reading.take(at, raw, decoded)
-                if reading.total > MAX_PROBE_BYTES or time.monotonic() > deadline:
-                    break
+            cut = ""
+            try:
+                async for raw in response.aiter_raw():
+                    at = time.monotonic() - begun
+                    if response.status_code != 200:
+                        failure += raw[: MAX_FAILURE_BODY - len(failure)]
+                        continue
+                    decoded = decoder.decompress(raw) if decoder is not None else raw
+                    reading.take(at, raw, decoded)
+                    if reading.total > MAX_PROBE_BYTES or time.monotonic() > deadline:
+                        break
+            except httpx.TimeoutException:
+                raise
+            except (httpx.TransportError, zlib.error) as broken:
+                # the headers came, the body did not: a proxy's read timeout closing the
+                # connection mid-stream, a server that died; what arrived is kept
+                cut = f" ({type(broken).__name__} after {reading.total} bytes)"
         duration = time.monotonic() - begun
         common: dict[str, Any] = {
             "status": response.status_code,
@@ -228,7 +236,7 @@ class ProbeSource:
             common["status"] = code or response.status_code
             error = f"an error in the stream (HTTP {code}): {redact.redactor().text(message)}"
             return ProbeResult(self.url, self.options.endpoint, started, error=error, **common)
-        error = "" if reading.finished else "the stream ended without data: [DONE] (cut)"
+        error = "" if reading.finished else f"the stream ended without data: [DONE] (cut){cut}"
         return ProbeResult(
             self.url,
             self.options.endpoint,
