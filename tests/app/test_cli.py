@@ -95,6 +95,10 @@ def test_whatif_predicts_the_demo_fix_and_refuses_what_it_cannot_model(tmp_path:
     assert unknown.code == 2 and "the model changes only" in unknown.err
     idle = vtop("whatif", str(DEMO), "--to", "2", "--set", "max-num-seqs=1")
     assert idle.code == 3 and "cannot model this window" in idle.err and "Traceback" not in idle.err
+    refused = vtop("whatif", str(DEMO), "--to", "2", "--set", "max-num-seqs=1", "--json")
+    report = json.loads(refused.out)  # JSON on every path, a refusal included
+    assert refused.code == 3 and report["exit_code"] == 3 and report["predicted"] is None
+    assert "cannot model this window" in report["refused"], report
     junk = tmp_path / "notes.txt"
     junk.write_text("not a recording\n")
     wrong = vtop("whatif", str(junk))

@@ -2,30 +2,26 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.support.incidents import Load, LoadProcess
 from tests.support.prometheus_harness import (
     alerts_fired,
     exported_rules,
     prometheus,
     wait_for_samples,
 )
-from tests.support.scenarios import ADMISSION_LIMITED, LIGHT, STORM
+from tests.support.scenarios import LIGHT, STORM
 from tests.support.vllm_harness.server import ServerPool
-from tests.support.vtop_cli import vtop
 from tests.support.watch import Watcher
 from vtop.core.config.cache_config import cache_configs
 from vtop.core.config.kv import ModelShape, bytes_per_token, capacity_tokens
 from vtop.core.config.server_config import from_log
 from vtop.core.ingest.poller import poll
 from vtop.core.ingest.recorder import RecordingReader, RecordingWriter
-from vtop.core.ingest.sources.probe import ProbeOptions, ProbeSource
 from vtop.core.ingest.sources.vllm_http import ScrapeOptions, VllmHttpSource
 from vtop.core.manage.bench import Bench, BenchConfig, Lengths
 from vtop.core.manage.bench_report import BenchReport
@@ -179,26 +175,3 @@ async def test_kv_model_reproduces_the_servers_own_kv_cache_size(vllm_pool: Serv
     assert computed == logged["kv_capacity_tokens"].value == config.kv_capacity_tokens
     _, facts = from_log(server.log_text())  # GET /version agrees with the startup log
     assert facts.version is not None and frame.scrapes[0].server_version == facts.version
-
-
-async def test_work_turned_away_at_admission_is_critical_never_under_loaded(
-    vllm_pool: ServerPool,
-) -> None:
-    """Last, so that its server only replaces ones no later test needs."""
-    server = vllm_pool.get(ADMISSION_LIMITED)
-    load = LoadProcess(Load(16, 64, 64), server.url, 60)
-    try:
-        await asyncio.sleep(6)
-        source = ProbeSource(server.url, ProbeOptions(max_tokens=8, timeout_s=30))
-        try:
-            refused = [await source.probe() for _ in range(5)]
-        finally:
-            await source.close()
-        assert any(p.status == 503 for p in refused), refused  # the precondition
-        ran = vtop("diagnose", server.url, "--window", "8", "--no-gpu", "--json", "--no-predict")
-    finally:
-        load.stop()
-    report = json.loads(ran.out)
-    ids = {f["id"] for f in report["findings"]}
-    assert report["primary"]["id"] == "F5" and ran.code == 2, report
-    assert not ids & {"P1", "P9", "M7"}, ids  # never "under-loaded" while work is turned away

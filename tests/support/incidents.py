@@ -35,7 +35,7 @@ from vtop.core.session.diagnose import DiagnoseOptions, Diagnosis, diagnose_fram
 from vtop.core.store.store import Store
 from vtop.core.whatif.calibrate import measure as model_measure
 from vtop.core.whatif.calibrate import measured_figures
-from vtop.core.whatif.predict import Calibration, calibrate, remember_steps
+from vtop.core.whatif.predict import Calibration, calibrate, remember_steps, whatif
 from vtop.core.whatif.profile import StepProfiles
 
 WINDOW_S = 15.0
@@ -241,6 +241,13 @@ def calibrated(
     return calibrate(*_judged(server, frames), profiles=profiles)
 
 
+def predicted(
+    server: VllmServer, frames: list[Frame], changes: dict[str, float]
+) -> dict[str, float | None] | None:
+    """What `vtop whatif` predicts for the changes on a recorded window (None: it refuses)."""
+    return whatif(*_judged(server, frames), changes).predicted
+
+
 def remembered(server: VllmServer, frames: list[Frame], profiles: StepProfiles) -> None:
     """A window's step times kept in the profiles, as `vtop tune` keeps its after-window's."""
     remember_steps(profiles, *_judged(server, frames))
@@ -316,6 +323,8 @@ SEQ_CAP = Incident("max-num-seqs 2", SEQ_LIMITED, Load(16, 256, 32), at_sequence
 NO_CACHE = Incident(
     "prefix caching off", SMALL_BUDGET, Load(2, 160, 16, shared_prefix=128), traffic
 )
+ADMISSION = Incident("admission limit 32", SMALL_BUDGET, Load(48, 64, 64), traffic)
+"""More clients than the budget server admits: the rest are answered 503."""
 HEALTHY = Incident("healthy light load", LIGHT, Load(2, 32, 32), no_queue)
 SHORT_PREFIX = Incident(
     "shared prefix < 1 block", STORM, Load(2, 128, 16, shared_prefix=96), traffic

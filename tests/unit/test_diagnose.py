@@ -15,6 +15,7 @@ from tests.support.payloads import DATA, fixture
 from tests.support.storm import storm_frames
 from vtop.core.config.cache_config import cache_configs
 from vtop.core.config.effective_config import server_config
+from vtop.core.config.inference import EngineWindow, infer_max_num_seqs
 from vtop.core.config.kv import ModelShape, bytes_per_token, capacity_tokens, max_num_seqs_for
 from vtop.core.config.server_config import assemble, from_argv, from_log
 from vtop.core.frame import Frame, ScrapeStatus, TargetScrape
@@ -361,3 +362,34 @@ def test_a_healthy_window_whose_end_went_unanswered_is_a_warning() -> None:
     diagnosis = diagnose_frames(TARGET, frames, load_rules(), DiagnoseOptions())
     assert diagnosis.verdict == "warning" and diagnosis.exit_code == 1
     assert diagnosis.stopped_answering is not None and "refused" in diagnosis.stopped_answering
+
+
+def cap_window(peak: float, share: float, little: float) -> EngineWindow:
+    """A queued engine with KV free whose running gauge and Little's law say what they say."""
+    return EngineWindow(
+        labels=(("engine", "0"),),
+        span_s=14.9,
+        scrapes=11,
+        running_peak=peak,
+        running_share_at_peak=share,
+        running_little=little,
+        waiting=35.0,
+        kv_peak=0.001,
+        preemptions=0.0,
+        generated=11974.0,
+        tokens_per_step=24.4,
+        prefilling=0.39,
+        prompt_p99=497.0,
+    )
+
+
+def test_a_cap_the_gauge_misses_between_steps_is_inferred_from_littles_law() -> None:
+    # figures of a real sequence cap of 2 on a busy 2-core host: the gauge read 2 at 9% of scrapes
+    missed = cap_window(peak=2, share=0.09, little=1.88)
+    assert missed.pinned
+    inferred = infer_max_num_seqs(missed, None)
+    assert inferred is not None and inferred.value == 2, inferred
+    assert inferred.source.startswith("inferred: running held at 2"), inferred
+    # a batch wandering near a large peak implies nothing: Little's mean 11 of a peak of 12
+    wandering = cap_window(peak=12, share=0.05, little=11.0)
+    assert not wandering.pinned and infer_max_num_seqs(wandering, None) is None

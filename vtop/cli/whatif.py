@@ -24,7 +24,7 @@ from vtop.core.session.diagnose import judged_window
 from vtop.core.strict_json import strict_json
 from vtop.core.whatif.calibrate import CannotModelError
 from vtop.core.whatif.predict import FLAGS, whatif
-from vtop.text.whatif import json_whatif, text_whatif
+from vtop.text.whatif import json_refusal, json_whatif, text_whatif
 
 EXIT_CANNOT = 3
 DEFAULT_WINDOW_S = 30.0
@@ -79,8 +79,19 @@ def whatif_parser() -> argparse.ArgumentParser:
 
 
 def whatif_main(argv: list[str]) -> int:
-    """Run `vtop whatif`."""
+    """Run `vtop whatif`; with --json every outcome is JSON, a refusal included (its reason and
+    exit code in the report, the same words on stderr)."""
     args = whatif_parser().parse_args(argv)
+    try:
+        return _whatif(args)
+    except CliError as error:
+        if args.json:
+            print(strict_json(json_refusal(error.message, error.code)))
+        raise
+
+
+def _whatif(args: argparse.Namespace) -> int:
+    """Calibrate on the window and predict the changes."""
     if args.window is None:
         args.window = DEFAULT_WINDOW_S
     path = file_argument(args.url) if args.url else None

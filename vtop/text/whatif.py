@@ -109,6 +109,11 @@ def text_whatif(prediction: Prediction) -> str:
     return "\n".join(lines)
 
 
+def json_refusal(reason: str, exit_code: int) -> dict[str, Any]:
+    """A whatif that could not calibrate or predict, as JSON: why, and the exit code."""
+    return {"schema": SCHEMA, "refused": reason, "exit_code": exit_code, "predicted": None}
+
+
 def json_whatif(prediction: Prediction) -> dict[str, Any]:
     """The same as JSON (figures null when unknown; the prediction null when refused)."""
     fit = prediction.fit

@@ -78,6 +78,17 @@ class EngineWindow:
         )
 
     @property
+    def little_share_at_peak(self) -> float:
+        """The least share of the time at the peak that Little's law's mean implies for a count
+        of whole requests that never exceeds its peak (mean <= peak*p + (peak-1)*(1-p)). The
+        gauge is read between steps and can miss the slot a finished request leaves for a
+        moment (seen on a busy 2-core host: 9% of scrapes at the peak of 2, Little's mean
+        1.88); the counters miss nothing."""
+        if self.running_little is None:
+            return 0.0
+        return max(0.0, min(1.0, self.running_little - (self.running_peak - 1)))
+
+    @property
     def pinned(self) -> bool:
         """Running sat at its peak: most scrapes read it, or Little's law says it averaged it."""
         if self.running_peak < 1:
@@ -86,7 +97,7 @@ class EngineWindow:
             low, high = LITTLE_BAND
             return (
                 low * self.running_peak <= self.running_little <= high * self.running_peak
-                and self.running_share_at_peak >= SHARE_AT_PEAK
+                and max(self.running_share_at_peak, self.little_share_at_peak) >= SHARE_AT_PEAK
             )
         return self.running_share_at_peak >= PLATEAU_SHARE
 
