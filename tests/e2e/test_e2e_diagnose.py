@@ -11,6 +11,7 @@ import json
 import math
 import os
 import signal
+import time
 from collections.abc import Sequence
 
 import pytest
@@ -90,7 +91,7 @@ def assert_the_model_replays(server: VllmServer, frames: list[Frame], *figures: 
 
 
 def assert_the_model_replays_or_predicts_nothing(
-    server: VllmServer, frames: list[Frame], *figures: str
+    server: VllmServer, frames: list[Frame], change: dict[str, float], *figures: str
 ) -> None:
     """As assert_the_model_replays; where a figure lands outside that, the model must say so
     and predict nothing for a change (never a prediction from a model that does not replay)."""
@@ -101,8 +102,7 @@ def assert_the_model_replays_or_predicts_nothing(
         if abs(replay - real) <= LOOSE * TOLERANCE[name] * real:
             continue
         assert any(miss.startswith(name) for miss in model.misses), (name, model.misses)
-        doubled = {"max_num_batched_tokens": 128.0}
-        assert predicted(server, frames, doubled) is None, f"{name}: predicted on a miss"
+        assert predicted(server, frames, change) is None, f"{name}: predicted on a miss"
 
 
 def stable(values: Sequence[float | str | None]) -> bool:
@@ -130,8 +130,9 @@ async def test_token_budget_found_with_the_url_alone_and_with_the_log(
                 assert "inferred: steps carried" in text_report(diagnosis)
         # a 64-token budget's steps are the model's hardest case: on a busy 2-core host the
         # replay has landed 25-55% under the measured tokens/s (benchmarks/bench_whatif_real.py)
+        doubled = {"max_num_batched_tokens": 128.0}
         assert_the_model_replays_or_predicts_nothing(
-            server, frames, "generation_tokens_per_s", "preemptions_per_s"
+            server, frames, doubled, "generation_tokens_per_s", "preemptions_per_s"
         )
     assert stable(values), values
 
@@ -152,15 +153,19 @@ async def test_work_turned_away_at_admission_is_critical_never_under_loaded(
     """On the budget server, whose admission limit (32 requests) its incident never reaches."""
     server = vllm_pool.get(ADMISSION.spec)
     assert ADMISSION.spec.max_num_queued_reqs is not None
-    load = LoadProcess(ADMISSION.load, server.url, 60)
+    load = LoadProcess(ADMISSION.load, server.url, 100)
     try:
         await asyncio.sleep(6)
         source = ProbeSource(server.url, ProbeOptions(max_tokens=8, timeout_s=30))
         try:
-            refused = [await source.probe() for _ in range(5)]
+            refused = [await source.probe()]
+            deadline = time.monotonic() + 45
+            while refused[-1].status != 503 and time.monotonic() < deadline:
+                refused.append(await source.probe())
         finally:
             await source.close()
-        assert any(p.status == 503 for p in refused), refused  # the precondition
+        seen = [(p.status, p.error[:80]) for p in refused]
+        assert refused[-1].status == 503, f"no canary turned away: {seen}"  # the precondition
         ran = vtop("diagnose", server.url, "--window", "8", "--no-gpu", "--json", "--no-predict")
     finally:
         load.stop()
@@ -283,6 +288,10 @@ async def test_preemption_storm_found_with_the_url_alone_and_with_the_log(
                 assert blocks == math.ceil(16 * per_request / 0.9) + 1, seen
                 assert "--gpu-memory-utilization" not in {c.flag for c in first.changes}
             assert "ST3" not in found(diagnosis)  # 300 of 512 tokens is max_tokens
-        # a storm's TTFT is bimodal (the median flips between the admitted and the queued)
-        assert_the_model_replays(server, frames, "generation_tokens_per_s", "preemptions_per_s")
+        # a storm's TTFT is bimodal (the median flips between the admitted and the queued), and
+        # its preemptions per second swing by half from one 15 s window to the next
+        fix = {"max_num_seqs": float(values[-1] or 1)}
+        assert_the_model_replays_or_predicts_nothing(
+            server, frames, fix, "generation_tokens_per_s", "preemptions_per_s"
+        )
     assert stable(values), values

@@ -8,14 +8,13 @@ when it does not hold, then asserts the diagnosis, and no path finding on the cl
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.incidents import Load, LoadProcess
+from tests.support.incidents import Load, LoadProcess, measure, watch
 from tests.support.nginx import BUFFERED, CLEAN, NO_USAGE, SHORT_READ_TIMEOUT, nginx_in_front
 from tests.support.scenarios import LIGHT, STORM
 from tests.support.vllm_harness.server import ServerPool
@@ -99,7 +98,7 @@ async def test_a_read_timeout_shorter_than_the_queue_is_found(
     server = vllm_pool.get(STORM)
     load = LoadProcess(Load(24, 96, 300, stream=True), server.url, 90)
     try:
-        await asyncio.sleep(8)
+        await queue_forms(server.url, load)
         with nginx_in_front(server.url, SHORT_READ_TIMEOUT, tmp_path / "timeout") as url:
             cut = await canary(url)
             # the precondition: the queue outlasts the timeout (504 before the head, or a cut
@@ -112,3 +111,16 @@ async def test_a_read_timeout_shorter_than_the_queue_is_found(
     f2 = next(f for f in report["findings"] if f["id"] == "F2")
     [change] = [c for c in f2["changes"] if c["flag"] == "proxy_read_timeout"]
     assert isinstance(change["proposed"], float) and change["proposed"] >= 60, change
+
+
+async def queue_forms(url: str, load: LoadProcess, timeout_s: float = 60.0) -> None:
+    """Wait until the engine's queue holds requests (the precondition of a read timeout's cut):
+    fail with the gauges and the load's own words when it never does."""
+    seen: list[float] = []
+    for _ in range(int(timeout_s / 2)):
+        window = measure(await watch(url, 2.0, interval=0.5))
+        seen.append(window.waiting)
+        if window.waiting >= 4:
+            return
+        assert load.process.poll() is None, load.process.communicate()[1][-2000:]
+    raise AssertionError(f"no queue formed within {timeout_s:.0f} s: waiting {seen}")

@@ -323,7 +323,7 @@ SEQ_CAP = Incident("max-num-seqs 2", SEQ_LIMITED, Load(16, 256, 32), at_sequence
 NO_CACHE = Incident(
     "prefix caching off", SMALL_BUDGET, Load(2, 160, 16, shared_prefix=128), traffic
 )
-ADMISSION = Incident("admission limit 32", SMALL_BUDGET, Load(48, 64, 64), traffic)
+ADMISSION = Incident("admission limit 32", SMALL_BUDGET, Load(64, 64, 64), traffic)
 """More clients than the budget server admits: the rest are answered 503."""
 HEALTHY = Incident("healthy light load", LIGHT, Load(2, 32, 32), no_queue)
 SHORT_PREFIX = Incident(

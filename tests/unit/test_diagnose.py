@@ -390,6 +390,12 @@ def test_a_cap_the_gauge_misses_between_steps_is_inferred_from_littles_law() -> 
     inferred = infer_max_num_seqs(missed, None)
     assert inferred is not None and inferred.value == 2, inferred
     assert inferred.source.startswith("inferred: running held at 2"), inferred
+    # and one whose gauge read 1 at every scrape while the counters say 2.00 ran throughout
+    under_read = cap_window(peak=1, share=1.0, little=2.0004)
+    inferred = infer_max_num_seqs(under_read, None)
+    assert inferred is not None and inferred.value == 2, inferred
+    # a mean between whole numbers above the peak says nothing about a cap
+    assert infer_max_num_seqs(cap_window(peak=1, share=1.0, little=1.5), None) is None
     # a batch wandering near a large peak implies nothing: Little's mean 11 of a peak of 12
     wandering = cap_window(peak=12, share=0.05, little=11.0)
     assert not wandering.pinned and infer_max_num_seqs(wandering, None) is None

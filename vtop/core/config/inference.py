@@ -30,6 +30,8 @@ LITTLE_BAND = (0.9, 1.15)
 the peak: the slots never stay free. Under a token budget running wanders below its peak (seen
 on vLLM 0.32: peak 3, mean 2.1); under a sequence cap it sits there (peak 2, mean 1.97). The top
 is loose because requests finishing in the window bring their whole inference time."""
+LITTLE_WHOLE = 0.1
+"""Little's mean this near a whole number above the gauge's peak is read as that number held."""
 SHARE_AT_PEAK = 0.2
 """With Little's law, scrapes must still read the peak this often: a large batch wandering
 around its mean under a token budget averages near its peak but rarely touches it."""
@@ -78,6 +80,20 @@ class EngineWindow:
         )
 
     @property
+    def held_at(self) -> float:
+        """The running count the window held: the gauge's peak, or Little's law's mean where
+        that is a whole number above the peak (vLLM 0.32's gauge, read between steps, has read
+        1 at every scrape of a window whose counters say 2.00 requests ran throughout)."""
+        little = self.running_little
+        if little is None or round(little) <= self.running_peak:
+            return self.running_peak
+        return (
+            float(round(little))
+            if abs(little - round(little)) <= LITTLE_WHOLE
+            else self.running_peak
+        )
+
+    @property
     def little_share_at_peak(self) -> float:
         """The least share of the time at the peak that Little's law's mean implies for a count
         of whole requests that never exceeds its peak (mean <= peak*p + (peak-1)*(1-p)). The
@@ -86,18 +102,20 @@ class EngineWindow:
         1.88); the counters miss nothing."""
         if self.running_little is None:
             return 0.0
-        return max(0.0, min(1.0, self.running_little - (self.running_peak - 1)))
+        return max(0.0, min(1.0, self.running_little - (self.held_at - 1)))
 
     @property
     def pinned(self) -> bool:
         """Running sat at its peak: most scrapes read it, or Little's law says it averaged it."""
-        if self.running_peak < 1:
+        peak = self.held_at
+        if peak < 1:
             return False
         if self.running_little is not None:
             low, high = LITTLE_BAND
+            gauge_share = self.running_share_at_peak if peak == self.running_peak else 0.0
             return (
-                low * self.running_peak <= self.running_little <= high * self.running_peak
-                and max(self.running_share_at_peak, self.little_share_at_peak) >= SHARE_AT_PEAK
+                low * peak <= self.running_little <= high * peak
+                and max(gauge_share, self.little_share_at_peak) >= SHARE_AT_PEAK
             )
         return self.running_share_at_peak >= PLATEAU_SHARE
 
@@ -257,10 +275,10 @@ def infer_max_num_seqs(window: EngineWindow, capacity_per_engine: float | None) 
         else f"{window.running_share_at_peak:.0%} of scrapes"
     )
     source = (
-        f"{INFERRED}: running held at {window.running_peak:.0f} for {window.span_s:.0f} s "
+        f"{INFERRED}: running held at {window.held_at:.0f} for {window.span_s:.0f} s "
         f"({how}) with {window.waiting:.1f} waiting and KV at most {window.kv_peak:.0%}"
     )
-    return Setting(int(window.running_peak), source)
+    return Setting(int(window.held_at), source)
 
 
 def _budget_bound(window: EngineWindow) -> bool:
@@ -271,7 +289,7 @@ def _budget_bound(window: EngineWindow) -> bool:
         window.tokens_per_step is not None
         and window.prefilling is not None
         and window.prefilling >= PREFILLING
-        and window.tokens_per_step > 2 * window.running_peak
+        and window.tokens_per_step > 2 * window.held_at
     )
 
 
