@@ -7,17 +7,14 @@ load cannot provoke the mechanism fails with the figures, not with a wrong verdi
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import os
 import signal
-import time
 from collections.abc import Sequence
 
 import pytest
 
 from tests.support.incidents import (
-    ADMISSION,
     BUDGET,
     HEALTHY,
     NO_CACHE,
@@ -39,9 +36,7 @@ from tests.support.incidents import (
 )
 from tests.support.scenarios import LIGHT
 from tests.support.vllm_harness.server import ServerPool, VllmServer
-from tests.support.vtop_cli import vtop
 from vtop.core.frame import Frame
-from vtop.core.ingest.sources.probe import ProbeOptions, ProbeSource
 from vtop.core.rules.engine import Finding
 from vtop.core.rules.loader import load_rules
 from vtop.core.session.diagnose import DiagnoseOptions, Diagnosis
@@ -145,34 +140,6 @@ async def test_prefix_caching_off_is_flagged(vllm_pool: ServerPool) -> None:
         assert "K1-off" in every, (mode, list(every))
         flag = proposed(every["K1-off"], "--enable-prefix-caching")
         assert flag == "--enable-prefix-caching", mode
-
-
-async def test_work_turned_away_at_admission_is_critical_never_under_loaded(
-    vllm_pool: ServerPool,
-) -> None:
-    """On the budget server, whose admission limit (32 requests) its incident never reaches."""
-    server = vllm_pool.get(ADMISSION.spec)
-    assert ADMISSION.spec.max_num_queued_reqs is not None
-    load = LoadProcess(ADMISSION.load, server.url, 100)
-    try:
-        await asyncio.sleep(6)
-        source = ProbeSource(server.url, ProbeOptions(max_tokens=8, timeout_s=30))
-        try:
-            refused = [await source.probe()]
-            deadline = time.monotonic() + 45
-            while refused[-1].status != 503 and time.monotonic() < deadline:
-                refused.append(await source.probe())
-        finally:
-            await source.close()
-        seen = [(p.status, p.error[:80]) for p in refused]
-        assert refused[-1].status == 503, f"no canary turned away: {seen}"  # the precondition
-        ran = vtop("diagnose", server.url, "--window", "8", "--no-gpu", "--json", "--no-predict")
-    finally:
-        load.stop()
-    report = json.loads(ran.out)
-    ids = {f["id"] for f in report["findings"]}
-    assert report["primary"]["id"] == "F5" and ran.code == 2, report
-    assert not ids & {"P1", "P9", "M7"}, ids  # never "under-loaded" while work is turned away
 
 
 async def test_sequence_cap_found_with_the_url_alone_and_with_the_log(

@@ -100,10 +100,13 @@ async def test_a_read_timeout_shorter_than_the_queue_is_found(
     try:
         await queue_forms(server.url, load)
         with nginx_in_front(server.url, SHORT_READ_TIMEOUT, tmp_path / "timeout") as url:
-            cut = await canary(url)
             # the precondition: the queue outlasts the timeout (504 before the head, or a cut
-            # stream when vLLM sent its head before the first token)
-            assert failure_kind(cut) in ("504", "cut"), cut
+            # stream when vLLM sent its head before the first token), on one of a few canaries
+            tried = [await canary(url)]
+            while failure_kind(tried[-1]) not in ("504", "cut") and len(tried) < 5:
+                tried.append(await canary(url))
+            seen = [(p.status, p.first_byte_s, p.duration_s, p.error[:60]) for p in tried]
+            assert failure_kind(tried[-1]) in ("504", "cut"), f"never cut: {seen}"
             code, report = probe_json(url, server.url, "--endpoint", "completions")
     finally:
         load.stop()

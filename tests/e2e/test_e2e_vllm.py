@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import math
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 
+from tests.support.incidents import ADMISSION, SETTLE_S, LoadProcess
 from tests.support.prometheus_harness import (
     alerts_fired,
     exported_rules,
@@ -16,6 +20,7 @@ from tests.support.prometheus_harness import (
 )
 from tests.support.scenarios import LIGHT, STORM
 from tests.support.vllm_harness.server import ServerPool
+from tests.support.vtop_cli import vtop
 from tests.support.watch import Watcher
 from vtop.core.config.cache_config import cache_configs
 from vtop.core.config.kv import ModelShape, bytes_per_token, capacity_tokens
@@ -175,3 +180,36 @@ async def test_kv_model_reproduces_the_servers_own_kv_cache_size(vllm_pool: Serv
     assert computed == logged["kv_capacity_tokens"].value == config.kv_capacity_tokens
     _, facts = from_log(server.log_text())  # GET /version agrees with the startup log
     assert facts.version is not None and frame.scrapes[0].server_version == facts.version
+
+
+def rejected(url: str) -> float:
+    """vllm:admission_rejections_total summed over its reasons, read off /metrics."""
+    text = httpx.get(url + "/metrics", timeout=10).text
+    lines = [line for line in text.splitlines() if line.startswith(REJECTIONS)]
+    return math.fsum(float(line.rsplit(" ", 1)[1]) for line in lines)
+
+
+REJECTIONS = "vllm:admission_rejections_total"
+
+
+async def test_work_turned_away_at_admission_is_critical_never_under_loaded(
+    vllm_pool: ServerPool,
+) -> None:
+    """Last, so that its server only replaces ones no later test needs."""
+    server = vllm_pool.get(ADMISSION.spec)
+    assert ADMISSION.spec.max_num_queued_reqs is not None
+    load = LoadProcess(ADMISSION.load, server.url, 100)
+    try:
+        await asyncio.sleep(SETTLE_S)
+        before, deadline = rejected(server.url), time.monotonic() + 45
+        while rejected(server.url) <= before and time.monotonic() < deadline:
+            await asyncio.sleep(1)
+        # the precondition, on vLLM's own counter: requests are turned away
+        assert rejected(server.url) > before, f"no request turned away in 45 s ({before})"
+        ran = vtop("diagnose", server.url, "--window", "15", "--no-gpu", "--json", "--no-predict")
+    finally:
+        load.stop()
+    report = json.loads(ran.out)
+    ids = {f["id"] for f in report["findings"]}
+    assert report["primary"]["id"] == "F5" and ran.code == 2, report
+    assert not ids & {"P1", "P9", "M7"}, ids  # never "under-loaded" while work is turned away

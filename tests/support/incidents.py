@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from tests.support.scenarios import LIGHT, SEQ_LIMITED, SMALL_BUDGET, STORM
+from tests.support.scenarios import ADMISSION_LIMITED, LIGHT, SEQ_LIMITED, SMALL_BUDGET, STORM
 from tests.support.vllm_harness.server import ROOT, ServerSpec, VllmServer
 from vtop.core.config.inference import MIN_SCRAPES, EngineWindow, engine_windows
 from vtop.core.config.server_config import ServerConfig
@@ -281,11 +281,15 @@ def at_token_budget(window: EngineWindow, spec: ServerSpec) -> str | None:
     return queue(window)
 
 
+STORM_PREEMPTIONS = 10
+"""Preemptions in a 15 s window that make a storm (a few while the load winds down do not)."""
+
+
 def pool_full(window: EngineWindow, spec: ServerSpec) -> str | None:
-    """Preemptions with the KV pool near full."""
-    if window.preemptions <= 0:
-        return f"no preemption (KV up to {window.kv_peak:.0%})"
-    return None
+    """A storm: requests wait while the full pool preempts again and again."""
+    if window.preemptions < STORM_PREEMPTIONS:
+        return f"{window.preemptions:.0f} preemptions (KV up to {window.kv_peak:.0%})"
+    return queue(window)
 
 
 def no_queue(window: EngineWindow, spec: ServerSpec) -> str | None:
@@ -323,8 +327,8 @@ SEQ_CAP = Incident("max-num-seqs 2", SEQ_LIMITED, Load(16, 256, 32), at_sequence
 NO_CACHE = Incident(
     "prefix caching off", SMALL_BUDGET, Load(2, 160, 16, shared_prefix=128), traffic
 )
-ADMISSION = Incident("admission limit 32", SMALL_BUDGET, Load(64, 64, 64), traffic)
-"""More clients than the budget server admits: the rest are answered 503."""
+ADMISSION = Incident("admission limit 4", ADMISSION_LIMITED, Load(16, 64, 64), traffic)
+"""Four times the requests the server admits: the rest are answered 503."""
 HEALTHY = Incident("healthy light load", LIGHT, Load(2, 32, 32), no_queue)
 SHORT_PREFIX = Incident(
     "shared prefix < 1 block", STORM, Load(2, 128, 16, shared_prefix=96), traffic

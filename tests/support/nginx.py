@@ -49,7 +49,7 @@ BUFFERED = (
     "gzip on; gzip_min_length 1; gzip_types text/event-stream application/json;"
 )
 """A common production config: nginx's default buffering, and gzip for every API response."""
-SHORT_READ_TIMEOUT = CLEAN + " proxy_read_timeout 2s;"
+SHORT_READ_TIMEOUT = CLEAN + " proxy_read_timeout 1s;"
 """A read timeout shorter than a queued request's silence before its first token."""
 RATE_LIMITED = CLEAN + " limit_rate 300;"
 """A per-connection rate limit of 300 bytes/s: the stream arrives slower than vLLM writes it."""

@@ -14,12 +14,12 @@ SMALL_BUDGET = ServerSpec(
     max_num_batched_tokens=64,
     prefix_caching=False,
     max_model_len=1024,
-    max_num_queued_reqs=32,
 )
 """A 64-token step budget with prefix caching off (as in the incident the URL-only triage once
 got wrong: the budget must be the primary, not the disabled cache); a context long enough for
-prompts that hold a step's budget for a dozen steps each; vLLM's admission limit at 32 requests
-in the system (beyond it HTTP 503), above the budget incident's largest load (24 clients)."""
+prompts that hold a step's budget for a dozen steps each."""
+ADMISSION_LIMITED = ServerSpec(max_num_seqs=2, max_num_queued_reqs=4)
+"""vLLM's admission limit: beyond four requests in the system, HTTP 503."""
 
 
 def warm_up(url: str, max_num_seqs: int) -> BenchConfig:

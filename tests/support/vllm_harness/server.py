@@ -22,11 +22,11 @@ inductor cache (about 10 s of each start here). Nothing the tests measure depend
 MAKE_MODEL = Path(__file__).with_name("make_model.py")
 READY_TIMEOUT_S = 900.0
 TEST_MODEL = "light"
-"""The random-weight model the incidents run on: heavy enough that an engine step, not the
-API server's work per request, sets the pace on any 2-core host (on the 2-layer "tiny" one a
-fast engine finished each request before the API server handed over the next, so a queue
-never formed inside the engine), light enough for a 15 s window to see hundreds of steps (on
-"medium" a window saw so few that one prompt more or less moved the tokens per step by 10%)."""
+"""The random-weight model most incidents run on: heavy enough that an engine step, not the
+API server's work per request, sets the pace of the storm and the light load on a 2-core host,
+light enough for a 15 s window to see hundreds of steps. The sequence cap and the token budget
+ask for "medium" (their specs say so): on "light" a busy host's API server could not keep two
+requests in the engine (running 0.9-1.1 of a cap of 2 with 16 clients)."""
 
 
 class VllmMissingError(RuntimeError):
