@@ -236,8 +236,14 @@ def assert_restarts_are_counter_resets(watcher: Watcher) -> None:
     rates = store.sum_by(store.rate, name, now, now - watcher.started + 1)
     assert rates and all(rate >= 0 for rate in rates.values()), rates
     [whole] = store.sum_by(store.increase, name, now, now - watcher.started + 1).values()
-    [since] = store.sum_by(store.increase, name, now, now - watcher.restarts[0]).values()
-    assert 0 < since < whole, (since, whole)
+    # from the last scrape before the first restart on, so that the range holds its reset
+    first = watcher.restarts[0]
+    before = max((f.timestamp for f in watcher.frames if f.timestamp < first), default=first)
+    after = [round(f.timestamp - first, 1) for f in watcher.frames if f.timestamp >= first]
+    since = store.sum_by(store.increase, name, now, now - before + 0.5)
+    assert len(since) == 1, f"restarts at {watcher.restarts}, scrapes after the first: {after}"
+    [tokens] = since.values()
+    assert 0 < tokens < whole, (tokens, whole, after)
     assert watcher.frames[-1].scrapes[0].ok
 
 
