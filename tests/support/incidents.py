@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from tests.support.scenarios import ADMISSION_LIMITED, LIGHT, SEQ_LIMITED, SMALL_BUDGET, STORM
 from tests.support.vllm_harness.server import ROOT, ServerSpec, VllmServer
-from vtop.core.config.inference import MIN_SCRAPES, EngineWindow, engine_windows
+from vtop.core.config.inference import EngineWindow, engine_windows
 from vtop.core.config.server_config import ServerConfig
 from vtop.core.frame import Frame
 from vtop.core.ingest.poller import poll
@@ -162,10 +162,17 @@ def measure(frames: list[Frame]) -> EngineWindow:
     return windows[0]
 
 
+JUDGED_SCRAPES = 8
+"""Answered scrapes of a 15 s window at 1 s that make it worth judging (a server still compiling
+its first batch shapes, or starved by its load, answers a third of them)."""
+
+
 def lost_precondition(incident: Incident, recorded: list[list[Frame]]) -> str | None:
     """Why a recorded window does not show the incident, or None when all do."""
     for frames in recorded:
         again = measure(frames)
+        if again.scrapes < JUDGED_SCRAPES:
+            return f"only {again.scrapes} scrapes answered; {figures(again)}"
         lost = incident.precondition(again, incident.spec)
         if lost is not None:
             return f"{lost}; {figures(again)}"
@@ -175,7 +182,7 @@ def lost_precondition(incident: Incident, recorded: list[list[Frame]]) -> str | 
 def answered(recorded: list[list[Frame]]) -> bool:
     """The server answered enough scrapes of every window to judge it (a machine too busy to
     answer is tried again with the same load: a larger one would only starve it more)."""
-    return all(measure(frames).scrapes >= MIN_SCRAPES for frames in recorded)
+    return all(measure(frames).scrapes >= JUDGED_SCRAPES for frames in recorded)
 
 
 def figures(window: EngineWindow) -> str:

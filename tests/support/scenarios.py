@@ -7,9 +7,8 @@ from vtop.core.manage.bench import BenchConfig, Lengths
 
 LIGHT = ServerSpec(max_num_seqs=16)
 STORM = ServerSpec(num_gpu_blocks_override=8, block_size=128, max_num_seqs=16)
-SEQ_LIMITED = ServerSpec(model="medium", max_num_seqs=2)
+SEQ_LIMITED = ServerSpec(max_num_seqs=2)
 SMALL_BUDGET = ServerSpec(
-    model="medium",
     max_num_seqs=16,
     max_num_batched_tokens=64,
     prefix_caching=False,

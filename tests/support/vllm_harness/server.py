@@ -21,12 +21,12 @@ attribute 'finalize_loading'") and compiles it again at every start; without AOT
 inductor cache (about 10 s of each start here). Nothing the tests measure depends on it."""
 MAKE_MODEL = Path(__file__).with_name("make_model.py")
 READY_TIMEOUT_S = 900.0
-TEST_MODEL = "light"
-"""The random-weight model most incidents run on: heavy enough that an engine step, not the
-API server's work per request, sets the pace of the storm and the light load on a 2-core host,
-light enough for a 15 s window to see hundreds of steps. The sequence cap and the token budget
-ask for "medium" (their specs say so): on "light" a busy host's API server could not keep two
-requests in the engine (running 0.9-1.1 of a cap of 2 with 16 clients)."""
+TEST_MODEL = "medium"
+"""The random-weight model the incidents run on (4 layers, width 512): heavy enough that an
+engine step, not the single API server process's work per request or per streamed token, sets
+the pace on a busy 2-core host. On "light" (width 256) such a host's API server could not keep
+two requests in the engine (running 0.9-1.1 of a cap of 2 with 16 clients; a storm of 24
+streams never filled a 7-block pool); on "tiny" not even on a quiet one."""
 
 
 class VllmMissingError(RuntimeError):
