@@ -238,7 +238,8 @@ def assert_restarts_are_counter_resets(watcher: Watcher) -> None:
     [whole] = store.sum_by(store.increase, name, now, now - watcher.started + 1).values()
     # from the last scrape before the first restart on, so that the range holds its reset
     first = watcher.restarts[0]
-    before = max((f.timestamp for f in watcher.frames if f.timestamp < first), default=first)
+    answered = [f.timestamp for f in watcher.frames if f.scrapes and f.scrapes[0].ok]
+    before = max((t for t in answered if t < first), default=first)
     after = [round(f.timestamp - first, 1) for f in watcher.frames if f.timestamp >= first]
     since = store.sum_by(store.increase, name, now, now - before + 0.5)
     assert len(since) == 1, f"restarts at {watcher.restarts}, scrapes after the first: {after}"
