@@ -85,13 +85,11 @@ class EngineWindow:
         that is a whole number above the peak (vLLM 0.32's gauge, read between steps, has read
         1 at every scrape of a window whose counters say 2.00 requests ran throughout)."""
         little = self.running_little
-        if little is None or round(little) <= self.running_peak:
-            return self.running_peak
-        return (
-            float(round(little))
-            if abs(little - round(little)) <= LITTLE_WHOLE
-            else self.running_peak
-        )
+        if little is not None:
+            whole = round(little)
+            if whole > self.running_peak and abs(little - whole) <= LITTLE_WHOLE:
+                return float(whole)
+        return self.running_peak
 
     @property
     def little_share_at_peak(self) -> float:
