@@ -16,7 +16,14 @@ from vtop.core.ingest.feeds import LiveFeed
 from vtop.core.ingest.sources.process_log import LogTail
 from vtop.core.ingest.sources.vllm_http import ScrapeOptions, VllmHttpSource
 from vtop.core.manage.process import port_of, restart, start, stop
-from vtop.core.process_state import ServerState, is_alive, keep_reaped, load_states, state_dir
+from vtop.core.process_state import (
+    ServerState,
+    is_alive,
+    keep_reaped,
+    load_states,
+    private_directory,
+    state_dir,
+)
 
 SLEEPER = "import os, sys, time; print('started', os.getpid(), flush=True); time.sleep(600)"
 WITH_GRANDCHILD = (
@@ -165,3 +172,13 @@ def test_startup_failure_explanations_carry_the_numbers() -> None:
     memory = explain_failure(LOGS["gpu_memory_taken"])
     assert memory is not None and "0.38" in memory.explanation  # (30.5 - 0.5) / 79.1
     assert explain_failure("INFO all good\n") is None
+
+
+def test_the_state_directory_and_the_parents_it_creates_are_private(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir(mode=0o755)
+    state = home / ".local" / "state" / "vtop"
+    private_directory(state)
+    for made in (home / ".local", home / ".local" / "state", state):
+        assert made.stat().st_mode & 0o777 == 0o700, made
+    assert home.stat().st_mode & 0o777 == 0o755  # what existed is not touched

@@ -16,6 +16,7 @@ from vtop.cli.options import (
 )
 from vtop.core.config.settings import server_url
 from vtop.core.ingest.open_feed import probe_options, scrape_options
+from vtop.core.ingest.sources.probe import ProbeOptions
 from vtop.core.ops.front_door import probe_front_door
 from vtop.core.strict_json import strict_json
 from vtop.text.probe import json_probe, text_probe
@@ -39,7 +40,9 @@ def probe_parser() -> argparse.ArgumentParser:
         "--endpoint", choices=sorted(ENDPOINTS), default="both", help="which API to stream"
     )
     probe.add_argument("--count", type=positive_int, default=2, help="canaries per endpoint")
-    probe.add_argument("--tokens", type=positive_int, default=32, help="tokens per canary")
+    probe.add_argument(
+        "--tokens", type=positive_int, default=ProbeOptions().max_tokens, help="tokens per canary"
+    )
     probe.add_argument(
         "--probe-timeout", type=positive_float, default=75.0, help="seconds a canary may take"
     )

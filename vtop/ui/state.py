@@ -93,7 +93,7 @@ class Surroundings:
     held: bool = False
     redraw: bool = False
     probe_note: str | None = None
-    """What the canaries cost (`canary 32 tok / 10 s`), for the header."""
+    """What the canaries cost (`canary 64 tok / 10 s`), for the header."""
 
 
 def fit_action(parts: ActionParts, width: int) -> str:

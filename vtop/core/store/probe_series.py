@@ -16,6 +16,9 @@ PROBE_TARGET = "front-door"
 """The target the probe series are written under (read host-level, like `nvml:*`)."""
 TIMEOUT_STATUSES = frozenset({"502", "504", "cut", "timeout"})
 """How a path that gives up on a silent stream ends a canary."""
+BORN_AT_ZERO = ("502", "503", "504", "cut", "error", "timeout")
+"""The failure counters written at 0 from a URL's first canary: a counter that appears at 1
+shows no increase to `increase()`, so the first failure would go unseen."""
 
 
 def failure_kind(probe: ProbeResult) -> str | None:
@@ -56,10 +59,10 @@ class ProbeCounters:
             samples.append(
                 Sample(Series("probe:requests_total", labels), self.sent[(url, endpoint)])
             )
-            for (f_url, f_endpoint, kind), count in self.failed.items():
-                if (f_url, f_endpoint) == (url, endpoint):
-                    failed = tuple(sorted((*labels, ("status", kind))))
-                    samples.append(Sample(Series("probe:failed_total", failed), count))
+            for kind in sorted({kind for _, _, kind in self.failed}.union(BORN_AT_ZERO)):
+                failed = tuple(sorted((*labels, ("status", kind))))
+                count = self.failed[(url, endpoint, kind)]
+                samples.append(Sample(Series("probe:failed_total", failed), count))
             for name, value in figures(probe).items():
                 if value is not None:
                     samples.append(Sample(Series(f"probe:{name}", labels), float(value)))
@@ -86,9 +89,26 @@ def figures(probe: ProbeResult) -> dict[str, float | None]:
         "duration_seconds": probe.duration_s,
         "reads": len(probe.reads),
         "tokens": probe.tokens,
+        "reads_per_token": len(probe.reads) / probe.tokens if probe.tokens else None,
+        "first_byte_share": _share(probe.first_byte_s, probe.duration_s),
+        "spread_seconds": _spread(probe.first_byte_s, probe.duration_s),
         "bytes": probe.body_bytes,
         "max_gap_seconds": probe.max_gap_s,
         "read_gap_seconds": probe.mean_read_gap_s,
         "usage_missing": 1.0 if asked_and_missing else 0.0,
         "compressed": 1.0 if probe.header("content-encoding") else 0.0,
     }
+
+
+def _share(first_byte_s: float | None, duration_s: float | None) -> float | None:
+    """The part of the canary's time that passed before its first byte (held back: near 1)."""
+    if first_byte_s is None or not duration_s:
+        return None
+    return first_byte_s / duration_s
+
+
+def _spread(first_byte_s: float | None, duration_s: float | None) -> float | None:
+    """Seconds from the first byte to the last (a stream in one lump: near 0)."""
+    if first_byte_s is None or duration_s is None:
+        return None
+    return duration_s - first_byte_s

@@ -35,7 +35,7 @@ class ProbeOptions:
 
     endpoint: str = "completions"
     """`completions` or `chat`."""
-    max_tokens: int = 16
+    max_tokens: int = 64
     timeout_s: float = 30.0
     api_key: str | None = None
     verify_tls: bool = True
