@@ -85,7 +85,8 @@ def test_serve_is_not_ready_when_another_process_answers_on_its_port(tmp_path: P
     env = {**os.environ, "VTOP_STATE_DIR": str(tmp_path)}
     serving = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
     try:
-        time.sleep(1.5)  # vtop checked the port was free and started its server
+        started = wait_for(lambda: (tmp_path / "slow.json").exists(), 20)
+        assert started, "vtop never started its server"  # it checked the port was free first
         impostor = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         try:
             import threading

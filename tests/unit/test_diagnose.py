@@ -5,14 +5,17 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from tests.support.frames import TARGET, down_frame, frame_from_text
 from tests.support.frames import frame as numbers_frame
+from tests.support.http_server import QuietHandler, serving_handler
 from tests.support.payloads import DATA, fixture
 from tests.support.storm import storm_frames
+from tests.support.vtop_cli import vtop
 from vtop.core.config.cache_config import cache_configs
 from vtop.core.config.effective_config import server_config
 from vtop.core.config.inference import EngineWindow, infer_max_num_seqs
@@ -23,7 +26,7 @@ from vtop.core.ingest.exposition import ExpositionParser
 from vtop.core.ingest.sources.server_facts import read_model_facts
 from vtop.core.rules.engine import ProposedChange
 from vtop.core.rules.loader import load_rules
-from vtop.core.session.diagnose import DiagnoseOptions, diagnose_frames
+from vtop.core.session.diagnose import DiagnoseOptions, diagnose_frames, needed_window
 from vtop.core.session.session import Session
 from vtop.text.report import json_report, proposed_value, text_report
 
@@ -253,9 +256,7 @@ def test_kv_cli_seed_example() -> None:
     assert "4,096 tokens per request: 32.0" in out.stdout
 
 
-def spec_decode_frames(seconds: int) -> list[Frame]:
-    """A server whose drafts are mostly rejected (SD1 needs 30 s of it)."""
-    text = """# TYPE vllm:spec_decode_num_accepted_tokens_total counter
+SPEC_DECODE = """# TYPE vllm:spec_decode_num_accepted_tokens_total counter
 vllm:spec_decode_num_accepted_tokens_total{{engine="0",model_name="m"}} {a}
 # TYPE vllm:spec_decode_num_draft_tokens_total counter
 vllm:spec_decode_num_draft_tokens_total{{engine="0",model_name="m"}} {d}
@@ -264,7 +265,14 @@ vllm:num_requests_running{{engine="0",model_name="m"}} 2
 # TYPE vllm:generation_tokens_total counter
 vllm:generation_tokens_total{{engine="0",model_name="m"}} {g}
 """
-    return [frame_from_text(float(t), text.format(a=t, d=10 * t, g=50 * t)) for t in range(seconds)]
+
+
+def spec_decode_frames(seconds: int) -> list[Frame]:
+    """A server whose drafts are mostly rejected (SD1 needs 30 s of it)."""
+    return [
+        frame_from_text(float(t), SPEC_DECODE.format(a=t, d=10 * t, g=50 * t))
+        for t in range(seconds)
+    ]
 
 
 def test_a_rule_longer_than_the_window_is_not_checked_rather_than_ok() -> None:
@@ -279,6 +287,37 @@ def test_a_rule_longer_than_the_window_is_not_checked_rather_than_ok() -> None:
     assert long.triage is not None and long.triage.primary is not None
     assert long.triage.primary.rule.id == "SD1"
     assert "SD1" not in {u.rule.id for u in long.triage.unchecked}
+
+
+def test_the_rules_a_first_frame_can_feed_decide_the_window() -> None:
+    rules = load_rules()
+    window, longer = needed_window(spec_decode_frames(1)[0], rules, DiagnoseOptions())
+    assert (window, [r.id for r in longer]) == (35.0, ["SD1"])  # SD2's per-position counts absent
+    plain = frame_from_text(
+        0.0, "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 2\n"
+    )
+    assert needed_window(plain, rules, DiagnoseOptions()) == (15.0, ())  # P2 needs a GPU too
+
+
+class GrowingDrafts(QuietHandler):
+    """A server whose drafts are mostly rejected, counters growing with the clock."""
+
+    started = time.time()
+
+    def do_GET(self) -> None:
+        t = time.time() - self.started
+        body = SPEC_DECODE.format(a=t, d=10 * t, g=50 * t)
+        self.reply(200, body.encode() if self.path == "/metrics" else b"ok")
+
+
+def test_diagnose_samples_as_long_as_a_rule_the_server_feeds_needs_and_says_so() -> None:
+    with serving_handler(GrowingDrafts) as url:
+        ran = vtop("diagnose", url, "--no-gpu", "--json", "--no-predict", timeout_s=90)
+    assert "sampling 35 s, not 15: SD1" in ran.err, ran.err
+    report = json.loads(ran.out)
+    assert report["primary"]["id"] == "SD1", report["primary"]
+    assert ran.code == 1 and 35 <= report["window_s"] < 40, (ran.code, report["window_s"])
+    assert "SD1" not in {u["id"] for u in report["unchecked"]}
 
 
 PINNED_TICK = """# TYPE vllm:num_requests_running gauge

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
+import sys
 import time
 from pathlib import Path
 
@@ -32,6 +34,7 @@ from vtop.core.session.diagnose import (
     EXIT_UNKNOWN,
     diagnose_prometheus,
     judged_diagnosis,
+    needed_window,
     window_frames,
 )
 from vtop.core.strict_json import strict_json
@@ -74,16 +77,41 @@ def diagnose_parser() -> argparse.ArgumentParser:
 
 
 def window_of(
-    args: argparse.Namespace, path: Path | None, settings: Settings, options: DiagnoseOptions
-) -> list[Frame]:
+    args: argparse.Namespace,
+    path: Path | None,
+    settings: Settings,
+    options: DiagnoseOptions,
+    rules: list[Rule] | None = None,
+) -> tuple[list[Frame], DiagnoseOptions]:
     """The frames to judge: a recording's (between --from and --to), or the first server's
-    for the window."""
+    for the window; and the options with the window sampled. Given the rules and no
+    --window, a live window is lengthened to what the rules whose inputs the server shows
+    need (said on stderr at the start)."""
     if path is not None:
-        return between(read_frames(path), args.start, args.end)
+        return between(read_frames(path), args.start, args.end), options
     if args.start is not None or args.end is not None:
         raise CliError("--from/--to pick a window of a recording, not of a live server")
     feed = open_feed(first_server(settings), gpus=options.read_gpus)
-    return asyncio.run(window_frames(feed, options.window_s))
+    sampled = options.window_s
+
+    def lengthen(frame: Frame) -> float:
+        nonlocal sampled
+        assert rules is not None
+        sampled, longer = needed_window(frame, rules, options)
+        if longer:
+            named = ", ".join(f"{r.id} ({r.title}) after {r.for_s:g} s" for r in longer)
+            print(
+                f"vtop diagnose: sampling {sampled:g} s, not {options.window_s:g}: {named} "
+                f"can only hold after that (--window {options.window_s:g} keeps it short, "
+                "listing them as not checked)",
+                file=sys.stderr,
+                flush=True,
+            )
+        return sampled
+
+    chosen = lengthen if rules is not None and args.window is None else None
+    frames = asyncio.run(window_frames(feed, options.window_s, chosen))
+    return frames, dataclasses.replace(options, window_s=sampled)
 
 
 def diagnose_main(argv: list[str]) -> int:
@@ -96,7 +124,7 @@ def diagnose_main(argv: list[str]) -> int:
     options = diagnose_options_of(settings, EXIT_UNKNOWN, read_gpus=not args.no_gpu)
     if args.prometheus:
         return from_prometheus(args, settings, rules, options)
-    frames = window_of(args, path, settings, options)
+    frames, options = window_of(args, path, settings, options, rules)
     targets = [scrape.target for frame in frames for scrape in frame.scrapes]
     target = args.target or (targets[0] if targets else "unknown")
     diagnosis, session = judged_diagnosis(target, frames, rules, options)

@@ -99,7 +99,7 @@ def _whatif(args: argparse.Namespace) -> int:
     settings = settings_from(args, urls=urls)
     rules = rules_of(settings, EXIT_CANNOT)
     options = diagnose_options_of(settings, EXIT_CANNOT, read_gpus=False)
-    frames = window_of(args, path, settings, options)
+    frames, options = window_of(args, path, settings, options)
     targets = [scrape.target for frame in frames for scrape in frame.scrapes]
     if not targets:
         raise CliError("no frames in the window", EXIT_CANNOT)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from vtop.core.config.effective_config import DiagnoseOptions as DiagnoseOptions
@@ -22,6 +23,8 @@ from vtop.core.session.session import FLEET_TARGET, Mark, Session, alternation_t
 from vtop.core.store.store import Store
 from vtop.core.store.summary import TargetSummary, summarize
 
+LENGTHEN_MARGIN_S = 5.0
+"""Seconds sampled beyond a rule's `for:` so that it can hold for all of it."""
 EXIT_OK, EXIT_WARNING, EXIT_CRITICAL, EXIT_UNKNOWN = 0, 1, 2, 3
 EXIT_BY_SEVERITY = {
     "ok": EXIT_OK,
@@ -78,20 +81,49 @@ def had_traffic(store: Store, target: str, now: float, window: float) -> bool:
     return any(value > 0 for value in grown.values())
 
 
-async def window_frames(feed: Feed, window_s: float) -> list[Frame]:
+async def window_frames(
+    feed: Feed, window_s: float, lengthen: Callable[[Frame], float] | None = None
+) -> list[Frame]:
     """The feed's frames for the window (the feed closed after): the one "sample a window,
     then close" of diagnose, bundle and tune. A first frame in which no server could even be
-    connected to ends it at once: a refused port is not worth a window of waiting."""
+    connected to ends it at once: a refused port is not worth a window of waiting. With
+    `lengthen`, the first frame decides the window (what its series need to be judged)."""
     frames: list[Frame] = []
+    window = window_s
     try:
-        async with contextlib.aclosing(sample(feed, window_s)) as sampled:
+        async with contextlib.aclosing(sample(feed)) as sampled:
             async for frame in sampled:
                 frames.append(frame)
                 if len(frames) == 1 and frame.scrapes and all(map(cannot_connect, frame.scrapes)):
                     break
+                if len(frames) == 1 and lengthen is not None:
+                    window = max(window, lengthen(frame))
+                if len(frames) >= 2 and frame.timestamp - frames[0].timestamp >= window:
+                    break
     finally:
         await feed.close()
     return frames
+
+
+def needed_window(
+    frame: Frame, rules: list[Rule], options: DiagnoseOptions
+) -> tuple[float, tuple[Rule, ...]]:
+    """The window a one-shot triage of `frame`'s servers needs, and the rules that need more
+    than `options.window_s`: those whose every input the frame shows (the drafts of
+    speculative decoding, a GPU's power and clocks) and whose `for:` is longer. A rule whose
+    inputs are absent could not fire however long the window."""
+    session = Session(rules, options)
+    session.ingest(frame)
+    longer = tuple(
+        rule
+        for rule in rules
+        if rule.scope == "target"
+        and rule.for_s > options.window_s
+        and any(_shows_every_input(rule, session.store, t) for t in session.targets)
+    )
+    if not longer:
+        return options.window_s, ()
+    return max(rule.for_s for rule in longer) + LENGTHEN_MARGIN_S, longer
 
 
 async def diagnose_prometheus(
@@ -241,20 +273,29 @@ def with_short_windows(
 
 def _window_needed(for_s: float, window: float) -> str:
     """How to let a rule with a long `for:` be judged."""
-    needed = math.ceil(for_s + 5)
+    needed = math.ceil(for_s + LENGTHEN_MARGIN_S)
     return (
         f"holds only after {for_s:.0f} s (its for:) and the window was {window:.0f} s: "
         f"use --window {needed}"
     )
 
 
+def _shows_every_input(rule: Rule, store: Store, target: str) -> bool:
+    """True when every series the rule's condition reads exists for the target."""
+    names = {s.name for s in selectors(rule.expr) if not s.name.startswith("vtop:")}
+    return all(_series_of(name, store, target) for name in names)
+
+
+def _series_of(name: str, store: Store, target: str) -> bool:
+    """True when the store has the named series for the target (host-level ones for all)."""
+    local = None if name.startswith(HOST_LEVEL_PREFIX) else {"instance": target}
+    return bool(store.select(name, local))
+
+
 def _has_inputs(rule: Rule, store: Store, target: str) -> bool:
     """True when some series the rule's condition reads exists for the target."""
     names = {s.name for s in selectors(rule.expr) if not s.name.startswith("vtop:")}
-    local = {"instance": target}
-    return any(
-        store.select(name, None if name.startswith(HOST_LEVEL_PREFIX) else local) for name in names
-    )
+    return any(_series_of(name, store, target) for name in names)
 
 
 def _no_diagnosis_reason(store: Store, target: str, now: float, window: float) -> str | None:
