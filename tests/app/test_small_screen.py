@@ -66,7 +66,7 @@ def test_an_unreachable_server_at_80x24_says_the_findings_are_old(
 
 def test_all_panels_hidden_gives_the_findings_every_row(snap_compare: SnapCompare) -> None:
     async def hide_all(pilot: Pilot[int]) -> None:
-        await pilot.press(*(str(i + 1) for i in range(len(PANELS))))
+        await pilot.press(*(str((i + 1) % 10) for i in range(len(PANELS))))
 
     run = showing(ACTION, FLAG_DIFF, "explains", then=hide_all)
     assert snap_compare(app_on(STORM), terminal_size=SMALL, run_before=run)

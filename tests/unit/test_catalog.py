@@ -10,6 +10,8 @@ from vtop.core.config.cache_config import (
     total_capacity_tokens,
 )
 from vtop.core.ingest.exposition import ExpositionParser
+from vtop.core.rules.loader import load_rules
+from vtop.core.rules.promql.ast import selectors
 
 
 def test_aliases_map_old_names_to_current() -> None:
@@ -50,3 +52,25 @@ def test_capacity_falls_back_to_blocks_times_block_size_and_none_is_unknown() ->
     assert unknown.kv_capacity_tokens is None
     assert total_capacity_tokens([old, unknown]) is None
     assert old.num_gpu_blocks_override is None  # not reported at all: unknown, not "unset"
+
+
+def test_every_name_a_shipped_rule_reads_is_in_the_catalogue() -> None:
+    """A name the catalogue lacks is typed by its suffix alone (a histogram's `_count` as a
+    counter, its `_bucket` as a gauge) in `--prometheus` mode and in rule tests."""
+    read: set[str] = set()
+    for rule in load_rules():
+        exprs = [rule.expr, *rule.evidence.values()]
+        for change in rule.suggestions:
+            exprs += [e for e in (change.current, change.proposed, change.when) if e]
+        for expr in exprs:
+            read |= {s.name for s in selectors(expr) if s.name.startswith("vllm:")}
+    lacking = sorted(name for name in read if family(name) not in BY_NAME)
+    assert not lacking, lacking
+
+
+def family(name: str) -> str:
+    """A sample name's catalogue entry: a histogram's family, a counter's own name."""
+    for suffix in ("_bucket", "_sum", "_count"):
+        if name.endswith(suffix) and name.removesuffix(suffix) in BY_NAME:
+            return name.removesuffix(suffix)
+    return name

@@ -15,6 +15,7 @@ from vtop.core.frame import Frame, ScrapeStatus, Series, TargetScrape
 from vtop.core.histogram import quantile
 from vtop.core.ingest.exposition import ExpositionParser
 from vtop.core.store.store import SeriesState, Store
+from vtop.core.store.summary import format_summary, summarize, unknown_summary
 
 COUNTER = {"vllm:num_preemptions_total": "counter"}
 GAUGE = {"vllm:num_requests_waiting": "gauge"}
@@ -357,3 +358,51 @@ def test_junk_that_comes_first_never_costs_the_vllm_series() -> None:
     (running,) = store.select("vllm:num_requests_running")
     assert store.latest(running, 2.0) == 2.0
     assert store.series_count() <= 100 and store.dropped_series > 0
+
+
+FINISHING = """# TYPE vllm:request_success counter
+vllm:request_success_total{{engine="0",finished_reason="stop"}} {stop}
+vllm:request_success_total{{engine="0",finished_reason="length"}} {length}
+vllm:request_success_total{{engine="0",finished_reason="abort"}} 0
+# TYPE vllm:e2e_request_latency_seconds histogram
+vllm:e2e_request_latency_seconds_bucket{{engine="0",le="1.0"}} {fast}
+vllm:e2e_request_latency_seconds_bucket{{engine="0",le="10.0"}} {done}
+vllm:e2e_request_latency_seconds_bucket{{engine="0",le="+Inf"}} {done}
+vllm:e2e_request_latency_seconds_sum{{engine="0"}} {total}
+vllm:e2e_request_latency_seconds_count{{engine="0"}} {done}
+"""
+
+
+def test_the_summary_has_the_request_rate_end_to_end_latency_and_finish_reasons() -> None:
+    store = Store()
+    for t, (stop, length) in enumerate([(0, 0), (8, 2), (16, 4)]):
+        done = stop + length
+        text = FINISHING.format(stop=stop, length=length, fast=done // 2, done=done, total=3 * done)
+        store.ingest(frame_from_text(10.0 * t, text))
+    summary = summarize(store, TARGET, 20.0, 20.0)
+    assert summary.requests_per_s is not None and math.isclose(summary.requests_per_s, 1.0)
+    assert [(r, round(s, 3)) for r, s in summary.finish_shares] == [
+        ("stop", 0.8),
+        ("length", 0.2),
+        ("abort", 0.0),
+    ]
+    assert summary.length_per_s is not None and math.isclose(summary.length_per_s, 0.2)
+    assert summary.error_per_s == 0.0  # finished requests counted, none of them in error
+    assert summary.e2e_p50_s is not None and summary.e2e_p50_s <= 1.0 < (summary.e2e_p99_s or 0)
+    line = format_summary(summary)
+    assert "req/s 1.00" in line and line.endswith("finished stop 80% length 20%"), line
+    assert unknown_summary(TARGET).stop_per_s is None  # nothing counted is not zero
+
+
+def test_a_url_that_alternates_between_processes_is_one_event_not_a_restart_per_scrape() -> None:
+    store = Store()
+    kinds: list[str] = []
+    for t in range(12):
+        start = 1.7e9 if t % 2 else 1.8e9
+        text = (
+            f"# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds {start}\n"
+            f"# TYPE vllm:generation_tokens counter\nvllm:generation_tokens_total {t * 100}\n"
+        )
+        kinds += [event.kind for event in store.ingest(frame_from_text(float(t), text))]
+    assert kinds.count("restart") <= 1 and kinds.count("alternating") == 1, kinds
+    assert store.alternating(TARGET, 11.0, 60.0) == 2

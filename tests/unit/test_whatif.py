@@ -6,12 +6,13 @@ from __future__ import annotations
 import pytest
 
 from tests.support.demo import APPLIED, FRAMES
+from tests.support.frames import TARGET, frame_from_text
 from vtop.core.config.effective_config import DiagnoseOptions
 from vtop.core.ops.rank import primary_predictions
 from vtop.core.rules.loader import load_rules
 from vtop.core.session.diagnose import judged_diagnosis, judged_window
 from vtop.core.session.session import Session
-from vtop.core.whatif.calibrate import CannotModelError, measure
+from vtop.core.whatif.calibrate import CannotModelError, measure, refusal
 from vtop.core.whatif.predict import whatif
 from vtop.core.whatif.scheduler import EngineConfig, StepCost, Workload, simulate
 
@@ -119,3 +120,28 @@ def test_the_storm_s_alternatives_are_ranked_more_kv_before_fewer_sequences() ->
     best, fewer = predictions.ranked[0], predictions.ranked[flags.index("--max-num-seqs")]
     assert best.keeps_throughput and not fewer.keeps_throughput
     assert best.predicted["preemptions_per_s"] == 0
+
+
+@pytest.mark.parametrize(
+    "counter",
+    [
+        'vllm:kv_offload_store_bytes_total{engine="0",model_name="m"}',
+        'vllm:kv_offload_total_bytes_total{engine="0",transfer_type="GPU_to_CPU"}',
+        'vllm:nixl_xfer_time_seconds_count{engine="0"}',
+    ],
+)
+def test_a_kv_connector_moving_blocks_is_a_refusal_by_the_names_vllm_exports(counter: str) -> None:
+    session = Session([], DiagnoseOptions(read_gpus=False))
+    name = counter.split("{")[0]
+    kind = "histogram" if name.endswith("_count") else "counter"
+    family = name.removesuffix("_count").removesuffix("_total")
+    for t in range(10):
+        text = f"# TYPE {family} {kind}\n{counter} {1e6 * t}\n"
+        session.ingest(frame_from_text(float(t), text))
+    assert refusal(session.store, TARGET, 9.0, 9.0) == (
+        "a KV connector (transfers or offload) is active, and the model does not capture it"
+    )
+    idle = Session([], DiagnoseOptions(read_gpus=False))
+    for t in range(10):
+        idle.ingest(frame_from_text(float(t), f"# TYPE {family} {kind}\n{counter} 5\n"))
+    assert refusal(idle.store, TARGET, 9.0, 9.0) is None

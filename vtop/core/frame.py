@@ -193,6 +193,8 @@ class EventKind(enum.StrEnum):
     """What an event or a mark is about (a str, so recordings store it as text)."""
 
     RESTART = "restart"
+    ALTERNATING = "alternating"
+    """Processes answer one URL in turn (their start times come back)."""
     COUNTER_RESET = "counter_reset"
     SERIES_LIMIT = "series_limit"
     EXITED = "exited"

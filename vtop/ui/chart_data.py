@@ -54,8 +54,13 @@ CHARTS = (
     ChartSpec("preemptions", "Preemptions/s", (LineSpec("preempt/s", "preemptions_per_s"),)),
     ChartSpec(
         "ttft",
-        "TTFT s",
-        (LineSpec("p50", "ttft_p50_s"), LineSpec("p99", "ttft_p99_s")),
+        "TTFT / E2E s",
+        (
+            LineSpec("p50", "ttft_p50_s"),
+            LineSpec("p99", "ttft_p99_s"),
+            LineSpec("E2E p50", "e2e_p50_s"),
+            LineSpec("E2E p99", "e2e_p99_s"),
+        ),
     ),
     ChartSpec(
         "throughput",
@@ -77,6 +82,16 @@ CHARTS = (
     ),
     ChartSpec(
         "prefix_cache", "Prefix-cache hit %", (LineSpec("hit", "prefix_hit_rate", 100),), y_max=100
+    ),
+    ChartSpec(
+        "finished",
+        "Finished req/s",
+        (
+            LineSpec("stop", "stop_per_s"),
+            LineSpec("length", "length_per_s"),
+            LineSpec("abort", "abort_per_s"),
+            LineSpec("error", "error_per_s"),
+        ),
     ),
 )
 

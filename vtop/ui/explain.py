@@ -18,9 +18,9 @@ Keys
   d          the full diagnosis, as `vtop diagnose` prints it
   p          pause the display (polling goes on, nothing lost)
   + / -      poll faster / slower (replay: play faster / slower)
-  1 ... 9    show or hide a panel: 1 requests  2 KV  3 preempt
-             4 TTFT histogram  5 TTFT  6 tokens/s  7 latency
-             8 prefix cache  9 GPUs
+  1 ... 0    show or hide a panel: 1 requests  2 KV  3 preempt
+             4 TTFT histogram  5 TTFT/E2E  6 tokens/s  7 latency
+             8 prefix cache  9 GPUs  0 finished by reason
   b          write an incident bundle (last 10 minutes)
   a          on a server vtop started: apply the finding's
              change, measure, keep it or roll back

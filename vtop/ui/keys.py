@@ -39,7 +39,7 @@ BINDINGS: list[BindingType] = [
     Binding("b", "bundle", "bundle", show=False),
     Binding("r", "restart", "restart", show=False),
     *[
-        Binding(str(i + 1), f"toggle_panel('{panel}')", panel, show=False)
+        Binding(str((i + 1) % 10), f"toggle_panel('{panel}')", panel, show=False)
         for i, panel in enumerate(PANELS)
     ],
 ]
@@ -59,7 +59,9 @@ def system_commands(app: VtopApp, replaying: bool) -> Iterator[SystemCommand]:
         yield SystemCommand("Step forward", "]: one frame", lambda: app.action_step(1))
         yield SystemCommand("Step back", "[: one frame", lambda: app.action_step(-1))
     for index, panel in enumerate(PANELS):
-        yield SystemCommand(f"Toggle {panel} panel", f"key {index + 1}", _toggler(app, panel))
+        yield SystemCommand(
+            f"Toggle {panel} panel", f"key {(index + 1) % 10}", _toggler(app, panel)
+        )
 
 
 def _toggler(app: VtopApp, panel: str) -> Callable[[], None]:

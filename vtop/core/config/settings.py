@@ -31,6 +31,7 @@ PANELS = (
     "latency",
     "prefix_cache",
     "gpu",
+    "finished",
 )
 
 

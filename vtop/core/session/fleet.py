@@ -169,6 +169,7 @@ def fleet_summary(session: Session, rows: list[FleetRow], now: float) -> TargetS
         preemptions_per_s=total("preemptions_per_s"),
         prompt_tokens_per_s=total("prompt_tokens_per_s"),
         generation_tokens_per_s=total("generation_tokens_per_s"),
+        requests_per_s=total("requests_per_s"),
         ttft_p50_s=p50,
         ttft_p99_s=p99,
     )

@@ -68,7 +68,9 @@ class IngestingRings(Rings):
             return []
         if state.columns is not None:
             state.columns.settle()
+        alternated_before = state.alternating_tick
         restarted = self._restarted(state, scrape)
+        alternating = state.alternating_tick == self.tick
         state.defects = {}
         resets, dropped_before = 0, self.dropped_series
         aliases: list[tuple[_Known, float]] = []
@@ -88,7 +90,24 @@ class IngestingRings(Rings):
                 row = self.tick % self.capacity
                 track.values[row] = max(track.values[row], value)
         state.columns = self._columns(state, scrape) if not aliases and self.column_writes else None
+        if alternating:
+            return self._alternation(state, scrape.target, timestamp, alternated_before)
         return self._events(scrape.target, timestamp, restarted, resets, dropped_before)
+
+    def _alternation(
+        self, state: _TargetState, target: str, timestamp: float, alternated_before: int
+    ) -> list[Event]:
+        """A start time that came back: the URL alternates between processes (a load
+        balancer), not a restart per scrape; said once, when it begins (not again while the
+        last time it was seen is still in the rings)."""
+        if alternated_before >= self.oldest_tick:
+            return []
+        processes = len(set(state.starts))
+        message = (
+            f"this URL alternates between {processes} vLLM processes (a load balancer?): "
+            "not a restart; scrape each replica's own URL"
+        )
+        return [Event(timestamp, EventKind.ALTERNATING, target, message)]
 
     def _ingest_columns(self, state: _TargetState, scrape: TargetScrape) -> bool:
         """Write a scrape shaped like the target's last one at once; False when it is not

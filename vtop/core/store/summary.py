@@ -12,6 +12,8 @@ from vtop.core.store.store import Store
 
 TTFT = "vllm:time_to_first_token_seconds"
 ITL = "vllm:inter_token_latency_seconds"
+E2E = "vllm:e2e_request_latency_seconds"
+FINISHED = "vllm:request_success_total"
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +34,53 @@ class TargetSummary:
     queue_mean_s: float | None = None
     prefill_mean_s: float | None = None
     prefix_hit_rate: float | None = None
+    requests_per_s: float | None = None
+    """Requests finished per second, every finish reason."""
+    e2e_p50_s: float | None = None
+    e2e_p99_s: float | None = None
+    finish_shares: tuple[tuple[str, float], ...] = ()
+    """(finish reason, its share of the requests finished in the window), largest first."""
+
+    def finished_per_s(self, reason: str) -> float | None:
+        """Requests per second that ended for `reason` (None: no finished count)."""
+        if self.requests_per_s is None:
+            return None
+        return self.requests_per_s * dict(self.finish_shares).get(reason, 0.0)
+
+    @property
+    def stop_per_s(self) -> float | None:
+        """Finished at a stop condition (EOS, a stop string)."""
+        return self.finished_per_s("stop")
+
+    @property
+    def length_per_s(self) -> float | None:
+        """Cut at max_tokens or the model's context."""
+        return self.finished_per_s("length")
+
+    @property
+    def abort_per_s(self) -> float | None:
+        """Aborted (the client went away, or a timeout)."""
+        return self.finished_per_s("abort")
+
+    @property
+    def error_per_s(self) -> float | None:
+        """Ended in an error inside the engine."""
+        return self.finished_per_s("error")
+
+
+def unknown_summary(target: str) -> TargetSummary:
+    """A summary with every figure unknown (None, never zero)."""
+    return TargetSummary(
+        target,
+        running=None,
+        waiting=None,
+        kv_usage=None,
+        preemptions_per_s=None,
+        prompt_tokens_per_s=None,
+        generation_tokens_per_s=None,
+        ttft_p50_s=None,
+        ttft_p99_s=None,
+    )
 
 
 def _one(values: Mapping[tuple[tuple[str, str], ...], float | None]) -> float | None:
@@ -58,6 +107,7 @@ def summarize(
     def quantile(q: float, name: str) -> float | None:
         return _one(store.histogram_quantile(q, name, now, window, only))
 
+    finished_per_s, shares = _finished(store, now, window, only)
     return dataclasses.replace(
         quick_summary(store, target, now, window, None, only),
         ttft_p50_s=quantile(0.5, TTFT),
@@ -69,7 +119,28 @@ def summarize(
         prefix_hit_rate=_ratio(
             rate("vllm:prefix_cache_hits_total"), rate("vllm:prefix_cache_queries_total")
         ),
+        e2e_p50_s=quantile(0.5, E2E),
+        e2e_p99_s=quantile(0.99, E2E),
+        requests_per_s=finished_per_s,
+        finish_shares=shares,
     )
+
+
+def _finished(
+    store: Store, now: float, window: float, only: Mapping[str, str]
+) -> tuple[float | None, tuple[tuple[str, float], ...]]:
+    """Requests finished per second, and each finish reason's share of them (largest first)."""
+    by_reason = store.sum_by(store.rate, FINISHED, now, window, only, ("finished_reason",))
+    if not by_reason:
+        return None, ()
+    total = sum(by_reason.values())
+    if total <= 0:
+        return total, ()
+    shares = [
+        (dict(labels).get("finished_reason", "unknown"), value / total)
+        for labels, value in by_reason.items()
+    ]
+    return total, tuple(sorted(shares, key=lambda pair: -pair[1]))
 
 
 def quick_summary(
@@ -91,22 +162,16 @@ def quick_summary(
 
     kv_now = [store.latest(s, now) for s in store.select("vllm:kv_cache_usage_perc", only)]
     present = [v for v in kv_now if v is not None]
-    base = previous or TargetSummary(target, *([None] * 8))
-    return TargetSummary(
-        target,
+    base = previous or unknown_summary(target)
+    return dataclasses.replace(
+        base,
+        target=target,
         running=_one(store.latest_by("vllm:num_requests_running", now, only)),
         waiting=_one(store.latest_by("vllm:num_requests_waiting", now, only)),
         kv_usage=max(present) if present else None,
         preemptions_per_s=rate("vllm:num_preemptions_total"),
         prompt_tokens_per_s=rate("vllm:prompt_tokens_total"),
         generation_tokens_per_s=rate("vllm:generation_tokens_total"),
-        ttft_p50_s=base.ttft_p50_s,
-        ttft_p99_s=base.ttft_p99_s,
-        itl_p50_s=base.itl_p50_s,
-        itl_p99_s=base.itl_p99_s,
-        queue_mean_s=base.queue_mean_s,
-        prefill_mean_s=base.prefill_mean_s,
-        prefix_hit_rate=base.prefix_hit_rate,
     )
 
 
@@ -129,7 +194,7 @@ def merged_latency(store: Store, now: float, window: float) -> TargetSummary:
     """TTFT over every server, buckets added before the quantiles (for the fleet line; the only
     part of the fleet figures that reads every server's histogram)."""
     merged = store.histogram_buckets(TTFT, now, window, {}).get(())
-    unknown = TargetSummary("fleet", *([None] * 8))
+    unknown = unknown_summary("fleet")
     if merged is None:
         return unknown
     return dataclasses.replace(
@@ -159,4 +224,12 @@ def format_summary(summary: TargetSummary) -> str:
         f"kv {_fmt(kv, '{:.1f}')}% preempt/s {_fmt(summary.preemptions_per_s, '{:.2f}')} "
         f"gen tok/s {_fmt(summary.generation_tokens_per_s, '{:.0f}')} "
         f"ttft p50/p99 {_fmt(summary.ttft_p50_s, '{:.3f}')}/{_fmt(summary.ttft_p99_s, '{:.3f}')}s"
+        f" e2e p50/p99 {_fmt(summary.e2e_p50_s, '{:.2f}')}/{_fmt(summary.e2e_p99_s, '{:.2f}')}s"
+        f" req/s {_fmt(summary.requests_per_s, '{:.2f}')}{finish_text(summary)}"
     )
+
+
+def finish_text(summary: TargetSummary) -> str:
+    """` finished stop 88% length 12%`: how the window's requests ended (nothing when none did)."""
+    shown = [f"{reason} {share:.0%}" for reason, share in summary.finish_shares if share > 0]
+    return " finished " + " ".join(shown) if shown else ""

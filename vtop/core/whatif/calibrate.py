@@ -21,13 +21,21 @@ TOLERANCE = {"generation_tokens_per_s": 0.25, "ttft_p50_s": 0.25, "preemptions_p
 NEAR_ZERO_PREEMPTIONS = 0.05
 UNBOUNDED_BUDGET = 1 << 30
 """The token budget when nothing says what it is: taken as not binding (said in the report)."""
-UNMODELLED = {
-    "speculative decoding": "sum(rate(vllm:spec_decode_num_draft_tokens_total[{w}s]))",
-    "LoRA adapters": 'count(vllm:lora_requests_info{running_lora_adapters!=""})',
-    "a KV connector (transfers or offload)": "sum(rate(vllm:kv_transfer_time_seconds_count[{w}s]))",
-    "multimodal encoders": "sum(rate(vllm:mm_cache_queries_total[{w}s]))",
+UNMODELLED: dict[str, tuple[str, ...]] = {
+    "speculative decoding": ("sum(rate(vllm:spec_decode_num_draft_tokens_total[{w}s]))",),
+    "LoRA adapters": ('count(vllm:lora_requests_info{running_lora_adapters!=""})',),
+    "a KV connector (transfers or offload)": (
+        "sum(rate(vllm:kv_offload_load_bytes_total[{w}s]))",
+        "sum(rate(vllm:kv_offload_store_bytes_total[{w}s]))",
+        "sum(rate(vllm:kv_offload_total_bytes_total[{w}s]))",
+        "sum(rate(vllm:nixl_xfer_time_seconds_count[{w}s]))",
+        "sum(rate(vllm:mooncake_store_operation_total[{w}s]))",
+    ),
+    "multimodal encoders": ("sum(rate(vllm:mm_cache_queries_total[{w}s]))",),
 }
-"""Mechanisms the model does not capture: a refusal, never a number, where they are active."""
+"""Mechanisms the model does not capture, each by the counters vLLM moves while it is active
+(the offloading connector's load and store bytes, and the one total of both it exported before
+splitting them; NIXL's transfers; Mooncake's store operations): a refusal, never a number."""
 
 
 @dataclass(frozen=True)
@@ -141,10 +149,12 @@ def measure(store: Store, target: str, now: float, window_s: float) -> Measured:
 
 def refusal(store: Store, target: str, now: float, window_s: float) -> str | None:
     """Why the model cannot speak for this server, or None."""
-    for mechanism, expr in UNMODELLED.items():
-        value = _value(store, target, now, expr.replace("{w}", str(max(int(window_s), 1))))
-        if value is not None and value > 0:
-            return f"{mechanism} is active, and the model does not capture it"
+    seconds = str(max(int(window_s), 1))
+    for mechanism, exprs in UNMODELLED.items():
+        for expr in exprs:
+            value = _value(store, target, now, expr.replace("{w}", seconds))
+            if value is not None and value > 0:
+                return f"{mechanism} is active, and the model does not capture it"
     return None
 
 
