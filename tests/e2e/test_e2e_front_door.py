@@ -16,7 +16,7 @@ import pytest
 
 from tests.support.incidents import Load, LoadProcess, measure, watch
 from tests.support.nginx import BUFFERED, CLEAN, NO_USAGE, SHORT_READ_TIMEOUT, nginx_in_front
-from tests.support.scenarios import LIGHT
+from tests.support.scenarios import SEQ_LIMITED
 from tests.support.vllm_harness.server import ServerPool
 from tests.support.vtop_cli import vtop
 from vtop.core.frame import ProbeResult
@@ -24,6 +24,9 @@ from vtop.core.ingest.sources.probe import ProbeOptions, ProbeSource
 from vtop.core.store.probe_series import failure_kind
 
 pytestmark = pytest.mark.vllm
+
+PATH_SERVER = SEQ_LIMITED
+"""Two sequence slots: a queue ten clients keep standing, and a canary waits in it."""
 
 
 async def canary(url: str, endpoint: str = "completions", timeout_s: float = 60) -> ProbeResult:
@@ -48,7 +51,7 @@ def path_ids(report: dict[str, Any]) -> set[str]:
 async def test_a_held_back_stream_is_found_and_the_clean_path_is_quiet(
     vllm_pool: ServerPool, tmp_path: Path
 ) -> None:
-    server = vllm_pool.get(LIGHT)
+    server = vllm_pool.get(PATH_SERVER)
     direct = await canary(server.url)
     assert direct.ok and len(direct.reads) * 2 > direct.tokens >= 8, direct  # vLLM streams
     with nginx_in_front(server.url, BUFFERED, tmp_path / "buffered") as url:
@@ -94,7 +97,7 @@ def figures(report: dict[str, Any]) -> str:
 
 
 async def test_a_stream_without_its_usage_is_found(vllm_pool: ServerPool, tmp_path: Path) -> None:
-    server = vllm_pool.get(LIGHT)
+    server = vllm_pool.get(PATH_SERVER)
     with nginx_in_front(server.url, NO_USAGE, tmp_path / "no-usage") as url:
         stripped = await canary(url)
         assert stripped.ok and stripped.tokens > 0 and stripped.usage_tokens is None, stripped
@@ -106,9 +109,12 @@ async def test_a_read_timeout_shorter_than_the_queue_is_found(
     vllm_pool: ServerPool, tmp_path: Path
 ) -> None:
     # a queue for sequence slots, which a short canary cannot skip (behind a full KV pool
-    # vLLM admits a canary that needs one block ahead of requests that need three)
-    server = vllm_pool.get(LIGHT)
-    load = LoadProcess(Load(64, 96, 300, stream=True), server.url, 90)
+    # vLLM admits a canary that needs one block ahead of requests that need three), on a server
+    # of two slots, where the engine sets the pace: with 16 slots on a 2-core host the API server
+    # does, and the queue comes and goes (measured: 48 waiting at 4 s, none at 17 s, canaries
+    # answered at once), so a canary may meet no queue at all.
+    server = vllm_pool.get(PATH_SERVER)
+    load = LoadProcess(Load(10, 96, 300, output_max=400), server.url, 90)
     try:
         await queue_forms(server.url, load)
         with nginx_in_front(server.url, SHORT_READ_TIMEOUT, tmp_path / "timeout") as url:
@@ -119,10 +125,14 @@ async def test_a_read_timeout_shorter_than_the_queue_is_found(
                 tried.append(await canary(url))
             seen = [(p.status, p.first_byte_s, p.duration_s, p.error[:60]) for p in tried]
             assert failure_kind(tried[-1]) in ("504", "cut"), f"never cut: {seen}"
-            code, report = probe_json(url, server.url, "--endpoint", "completions")
+            # four canaries: on a 2-core host the queue thins now and then, and one that meets
+            # it is what the rule needs (a cut in the last five minutes)
+            code, report = probe_json(url, server.url, "--endpoint", "completions", "--count", "4")
     finally:
         load.stop()
-    assert code == 2 and "F2" in path_ids(report), report
+    cut = [c for c in report["canaries"] if c["status"] != 200 or c["error"]]
+    assert cut, f"no canary of the probe met the queue: {figures(report)}"
+    assert code == 2 and "F2" in path_ids(report), figures(report)
     f2 = next(f for f in report["findings"] if f["id"] == "F2")
     [change] = [c for c in f2["changes"] if c["flag"] == "proxy_read_timeout"]
     assert isinstance(change["proposed"], float) and change["proposed"] >= 60, change
