@@ -5,7 +5,9 @@ answers."""
 
 from __future__ import annotations
 
+import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -22,14 +24,26 @@ from tests.support.promql_strategies import EVAL_TIMES_S, Case, cases
 
 EXAMPLES = 300
 SLOW_EXAMPLES = 3000
+CLASSES: dict[str, Callable[[str], bool]] = {
+    "names by regex": lambda expr: '{__name__=~"' in expr,
+    "no metric name": lambda expr: re.search(r"(?<![\w:])\{(?!__name__)", expr) is not None,
+    "inline regex flags": lambda expr: "(?i)" in expr,
+    "grouped or matched on __name__": lambda expr: "(__name__" in expr or ", __name__)" in expr,
+    "set operations": lambda expr: any(f" {op} " in expr.lower() for op in ("and", "or", "unless")),
+    "ranges": lambda expr: "[" in expr,
+}
+"""Kinds of case the generator must reach, each at least MIN_PER_CLASS times (the test prints
+the counts); ranges are also evaluated at 60 s, before the series have a whole range."""
+MIN_PER_CLASS = 5
 
 
 def generated(count: int) -> list[Case]:
-    """`count` cases, the same on every run (derandomized, no example database)."""
+    """`count` distinct cases (or as many as twice the draws give), the same on every run
+    (derandomized, no example database)."""
     found: list[Case] = []
 
     @settings(
-        max_examples=count,
+        max_examples=2 * count,
         derandomize=True,
         database=None,
         phases=[Phase.generate],
@@ -41,7 +55,7 @@ def generated(count: int) -> list[Case]:
         found.append(case)
 
     collect()
-    return list(dict.fromkeys(found))
+    return list(dict.fromkeys(found))[:count]
 
 
 def test_vtop_evaluates_like_prometheus(tmp_path: Path, slow: bool) -> None:
@@ -50,6 +64,9 @@ def test_vtop_evaluates_like_prometheus(tmp_path: Path, slow: bool) -> None:
         pytest.fail("promtool missing: apt-get install prometheus (scripts/test does)")
     examples = generated(SLOW_EXAMPLES if slow else EXAMPLES)
     assert len(examples) >= (SLOW_EXAMPLES if slow else EXAMPLES) * 0.8
+    counts = {name: sum(map(test, (c.expr for c in examples))) for name, test in CLASSES.items()}
+    print(f"cases per class ({len(examples)} cases, {len(EVAL_TIMES_S)} times each): {counts}")
+    assert min(counts.values()) >= MIN_PER_CLASS, counts
     answers: dict[tuple[int, int], Answer] = {
         (index, time_s): vtop_answer(case, time_s)
         for index, case in enumerate(examples)

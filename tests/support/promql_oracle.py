@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.support.promql_strategies import EVAL_TIMES_S, INTERVAL_S, Case
+from tests.support.promql_strategies import EVAL_TIMES_S, EXACT_TIMES_S, INTERVAL_S, Case
 from vtop.core.ops.rule_unittest import case_frames
 from vtop.core.rules.promql.evaluator import FLEET, Context, EvaluationError, evaluate_named
 from vtop.core.rules.promql.parser import PromQLError, parse
@@ -58,7 +58,10 @@ def vtop_answer(case: Case, time_s: int) -> Answer:
     for frame in case_frames({"series": dict(case.series)}, float(INTERVAL_S)):
         store.ingest(frame)
     try:
-        value = evaluate_named(parse(case.expr), Context(store, FLEET, float(time_s)))
+        value = evaluate_named(
+            parse(case.expr),
+            Context(store, FLEET, float(time_s), from_first_sample=time_s not in EXACT_TIMES_S),
+        )
     except (EvaluationError, PromQLError) as error:
         return str(error)
     if isinstance(value, float):

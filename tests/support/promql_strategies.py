@@ -9,9 +9,13 @@ from hypothesis import strategies as st
 
 INTERVAL_S = 15
 SAMPLES = 16
-EVAL_TIMES_S = (150, 195, 300)
-"""After the widest range with its offset (2m offset 30s) has data, inside it, and after the
-series end (lookback): never a range that starts before the first sample vtop saw."""
+EVAL_TIMES_S = (60, 150, 195, 300)
+"""Early (ranges that start before the series do), after the widest range with its offset
+(2m offset 30s) has data, inside it, and after the series end (lookback)."""
+EXACT_TIMES_S = frozenset({60})
+"""Times evaluated as the export's tests evaluate (`from_first_sample=False`): a range reaching
+back before the first sample is extrapolated as Prometheus does. At the other times vtop's own
+default (the range starts at the first sample vtop saw) gives the same answer."""
 NAMES = ("m_a", "m_b")
 RANGES = ("45s", "1m", "2m")
 RANGE_FUNCTIONS = (
@@ -30,7 +34,7 @@ AGGREGATIONS = ("sum", "avg", "min", "max", "count")
 ARITHMETIC = ("+", "-", "*", "/", "%", "^")
 COMPARISONS = ("==", "!=", ">", "<", ">=", "<=")
 SET_OPERATIONS = ("and", "or", "unless")
-GROUPING_LABELS = ("instance", "k", "j")
+GROUPING_LABELS = ("instance", "k", "j", "__name__")
 SPECIAL_TERMS = ("_", "stale", "NaN", "Inf", "-Inf")
 
 
@@ -94,12 +98,22 @@ def selectors(draw: st.DrawFn) -> str:
                 '{j=""}',
                 '{instance="h2", k="2"}',
                 '{k=~"1|nope"}',
+                '{j=~"(?i)x"}',
             )
         )
     )
     if draw(st.integers(0, 5)) == 0:
         return draw(
-            st.sampled_from(('{__name__=~"m_.*"}', '{__name__="m_a", k="2"}', '{__name__=~"m_b"}'))
+            st.sampled_from(
+                (
+                    '{__name__=~"m_.*"}',
+                    '{__name__="m_a", k="2"}',
+                    '{__name__=~"m_b"}',
+                    '{k="1"}',
+                    '{j=~"(?i)X|Y"}',
+                    '{__name__=~"(?i)M_A"}',
+                )
+            )
         )
     return name + matcher
 
