@@ -406,3 +406,21 @@ def test_a_url_that_alternates_between_processes_is_one_event_not_a_restart_per_
         kinds += [event.kind for event in store.ingest(frame_from_text(float(t), text))]
     assert kinds.count("restart") <= 1 and kinds.count("alternating") == 1, kinds
     assert store.alternating(TARGET, 11.0, 60.0) == 2
+
+
+def test_buckets_that_fall_beyond_scrape_skew_give_no_quantile() -> None:
+    skewed = [(0.5, 100.0), (1.0, 99.0), (2.5, 150.0), (math.inf, 150.0)]
+    assert quantile(0.5, skewed) == pytest.approx(0.375)  # one short: skew, clamped as Prometheus
+    broken = [(0.5, 100.0), (1.0, 120.0), (2.5, 5.0), (math.inf, 150.0)]
+    assert quantile(0.5, broken) is None  # a confident 0.6 s from these would be a guess
+    assert quantile(0.99, broken) is None
+
+
+def test_a_broken_bucket_in_the_window_makes_the_summary_figure_unknown() -> None:
+    store = Store()
+    before = {"0.1": 0.0, "0.5": 0.0, "1.0": 0.0, "+Inf": 0.0}
+    store.ingest(frame_from_text(0.0, ttft_text(before, "0")))
+    after = {"0.1": 10.0, "0.5": 40.0, "1.0": 0.0, "+Inf": 50.0}
+    store.ingest(frame_from_text(10.0, ttft_text(after, "0")))
+    found = store.histogram_quantile(0.5, "vllm:time_to_first_token_seconds", 10.0, 10.0)
+    assert found == {(): None}

@@ -28,17 +28,26 @@ def merge_buckets(groups: Iterable[Buckets]) -> Buckets:
     return sorted(totals.items())
 
 
+SKEW_TOLERANCE = 0.01
+"""The share of a histogram's observations by which a bucket may fall short of the one below it
+and still be scrape skew (the buckets read one by one while requests finish): at least one
+observation. A larger fall is a broken exposition, and its quantiles are unknown."""
+
+
 def quantile(q: float, buckets: Buckets) -> float | None:
     """The q-quantile by linear interpolation inside the bucket holding the rank.
 
-    None when there are no observations. Like Prometheus: a rank in the +Inf bucket returns the
-    largest finite bound, and non-monotonic counts (scrape skew) are clamped upwards.
+    None when there are no observations, and when the counts fall as `le` grows by more than
+    scrape skew (a figure from such buckets would be confident and wrong; the data-quality
+    check names the line). Like Prometheus: a rank in the +Inf bucket returns the largest
+    finite bound, and a fall within skew is clamped upwards.
     """
     if math.isnan(q):
         return None
-    ordered = _monotonic(sorted(buckets))
-    if len(ordered) < 2 or not math.isinf(ordered[-1][0]):
+    ordered = sorted(buckets)
+    if len(ordered) < 2 or not math.isinf(ordered[-1][0]) or not skew_only(ordered):
         return None
+    ordered = _monotonic(ordered)
     total = ordered[-1][1]
     if total <= 0:
         return None
@@ -47,6 +56,18 @@ def quantile(q: float, buckets: Buckets) -> float | None:
     if q > 1:
         return math.inf
     return _interpolate(q * total, ordered)
+
+
+def skew_only(ordered: Buckets) -> bool:
+    """Whether the cumulative counts (by increasing `le`) never fall by more than scrape skew."""
+    highest = max((count for _, count in ordered), default=0.0)
+    allowed = max(1.0, SKEW_TOLERANCE * highest)
+    running = -math.inf
+    for _, count in ordered:
+        if count < running - allowed:
+            return False
+        running = max(running, count)
+    return True
 
 
 def _monotonic(buckets: Buckets) -> Buckets:
