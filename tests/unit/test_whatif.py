@@ -8,13 +8,23 @@ import pytest
 from tests.support.demo import APPLIED, FRAMES
 from tests.support.frames import TARGET, frame_from_text
 from vtop.core.config.effective_config import DiagnoseOptions
+from vtop.core.config.inference import INFERRED
+from vtop.core.config.server_config import ServerConfig, Setting
 from vtop.core.ops.rank import primary_predictions
 from vtop.core.rules.loader import load_rules
 from vtop.core.session.diagnose import judged_diagnosis, judged_window
 from vtop.core.session.session import Session
-from vtop.core.whatif.calibrate import CannotModelError, measure, refusal
+from vtop.core.whatif.calibrate import (
+    UNBOUNDED_SEQS,
+    CannotModelError,
+    engine_config,
+    inferred_settings,
+    measure,
+    refusal,
+)
 from vtop.core.whatif.predict import whatif
 from vtop.core.whatif.scheduler import EngineConfig, StepCost, Workload, simulate
+from vtop.text.whatif import json_whatif, text_whatif
 
 COST = StepCost(0.01, 0.0001)
 ROOMY = 100_000
@@ -145,3 +155,31 @@ def test_a_kv_connector_moving_blocks_is_a_refusal_by_the_names_vllm_exports(cou
     for t in range(10):
         idle.ingest(frame_from_text(float(t), f"# TYPE {family} {kind}\n{counter} 5\n"))
     assert refusal(idle.store, TARGET, 9.0, 9.0) is None
+
+
+def test_an_unknown_cap_that_never_held_a_request_back_is_taken_as_not_binding() -> None:
+    known = {
+        "kv_capacity_tokens": Setting(4096.0, "cache_config_info"),
+        "block_size": Setting(16.0, "x"),
+    }
+    config = engine_config(ServerConfig(dict(known)), 1, waiting=0.0)
+    assert config.max_num_seqs == UNBOUNDED_SEQS
+    with pytest.raises(CannotModelError, match=r"max_num_seqs \(requests waited"):
+        engine_config(ServerConfig(dict(known)), 1, waiting=3.0)
+    inferred = ServerConfig({**known, "max_num_seqs": Setting(16.0, f"{INFERRED} (Little's law)")})
+    assert engine_config(inferred, 1, waiting=3.0).max_num_seqs == 16
+    assert inferred_settings(inferred) == ("max_num_seqs",)
+
+
+def test_the_storm_known_by_url_alone_says_its_cap_is_inferred_or_refuses_without_one() -> None:
+    session, target, now, span = window(0, APPLIED - 5)
+    config = session.targets[target].config
+    settings = dict(config.settings)
+    settings["max_num_seqs"] = Setting(settings["max_num_seqs"].value, f"{INFERRED} (test)")
+    as_inferred = ServerConfig(settings, config.facts)
+    prediction = whatif(session.store, target, now, span, as_inferred, {"--max-num-seqs": 1})
+    assert "max-num-seqs 16 (inferred)" in text_whatif(prediction)
+    assert json_whatif(prediction)["model"]["inferred"] == ["max_num_seqs"]
+    del settings["max_num_seqs"]
+    with pytest.raises(CannotModelError, match="requests waited"):
+        whatif(session.store, target, now, span, ServerConfig(settings, config.facts), {})

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from vtop.core.ops.rank import PrimaryPredictions
-from vtop.core.whatif.calibrate import UNBOUNDED_BUDGET
+from vtop.core.whatif.calibrate import UNBOUNDED_BUDGET, UNBOUNDED_SEQS
 from vtop.core.whatif.predict import Prediction
 
 ROWS = (
@@ -31,10 +31,17 @@ def _direction(before: float | None, after: float | None) -> str:
     return "up" if after > before else "down"
 
 
-def _budget(tokens: int) -> str:
+def _budget(tokens: int, inferred: tuple[str, ...]) -> str:
     if tokens >= UNBOUNDED_BUDGET:
         return "token budget unknown (taken as not binding)"
-    return f"budget {tokens} tokens/step"
+    said = " (inferred)" if "max_num_batched_tokens" in inferred else ""
+    return f"budget {tokens} tokens/step{said}"
+
+
+def _cap(seqs: int, inferred: tuple[str, ...]) -> str:
+    if seqs >= UNBOUNDED_SEQS:
+        return "max-num-seqs unknown (nothing waited: taken as not binding)"
+    return f"max-num-seqs {seqs}" + (" (inferred)" if "max_num_seqs" in inferred else "")
 
 
 def _model_lines(prediction: Prediction) -> list[str]:
@@ -46,8 +53,8 @@ def _model_lines(prediction: Prediction) -> list[str]:
         else f"{workload.arrivals_per_s:.2f} requests/s arriving"
     )
     return [
-        f"MODEL  {fit.engines} engine(s), max-num-seqs {fit.config.max_num_seqs}, "
-        f"{_budget(fit.config.max_num_batched_tokens)}, "
+        f"MODEL  {fit.engines} engine(s), {_cap(fit.config.max_num_seqs, fit.inferred)}, "
+        f"{_budget(fit.config.max_num_batched_tokens, fit.inferred)}, "
         f"{fit.config.num_blocks} KV blocks of {fit.config.block_size}",
         f"       {_step(prediction)}",
         f"       workload {sent}, {workload.prompt_tokens:.0f} prompt + "
@@ -122,7 +129,10 @@ def json_whatif(prediction: Prediction) -> dict[str, Any]:
         "changes": prediction.changes,
         "model": {
             "engines": fit.engines,
-            "max_num_seqs": fit.config.max_num_seqs,
+            "max_num_seqs": (
+                None if fit.config.max_num_seqs >= UNBOUNDED_SEQS else fit.config.max_num_seqs
+            ),
+            "inferred": list(fit.inferred),
             "max_num_batched_tokens": (
                 None
                 if fit.config.max_num_batched_tokens >= UNBOUNDED_BUDGET

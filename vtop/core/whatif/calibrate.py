@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from vtop.core.config.inference import is_inferred
 from vtop.core.config.server_config import ServerConfig
 from vtop.core.rules.promql.evaluator import Context, EvaluationError, evaluate
 from vtop.core.rules.promql.parser import parse
@@ -21,6 +22,9 @@ TOLERANCE = {"generation_tokens_per_s": 0.25, "ttft_p50_s": 0.25, "preemptions_p
 NEAR_ZERO_PREEMPTIONS = 0.05
 UNBOUNDED_BUDGET = 1 << 30
 """The token budget when nothing says what it is: taken as not binding (said in the report)."""
+UNBOUNDED_SEQS = 1 << 20
+"""The sequence cap when nothing says what it is and nothing waited in the window: a cap that
+never held a request back is taken as not binding (said in the report)."""
 UNMODELLED: dict[str, tuple[str, ...]] = {
     "speculative decoding": ("sum(rate(vllm:spec_decode_num_draft_tokens_total[{w}s]))",),
     "LoRA adapters": ('count(vllm:lora_requests_info{running_lora_adapters!=""})',),
@@ -82,6 +86,8 @@ class Fit:
     engines: int
     frontend_s: float = 0.0
     """Time to first token spent outside the engine (tokenising, the API server), measured."""
+    inferred: tuple[str, ...] = ()
+    """The scheduler settings the model uses as vtop inferred them (the report says so)."""
 
 
 class CannotModelError(ValueError):
@@ -186,11 +192,16 @@ def step_points(
     return busy, saturated
 
 
-def engine_config(config: ServerConfig, engines: int) -> EngineConfig:
-    """The scheduler settings of one engine, from the server's effective config (an unknown
-    token budget is taken as not binding)."""
-    needed = ("max_num_seqs", "kv_capacity_tokens", "block_size")
+def engine_config(config: ServerConfig, engines: int, waiting: float = 0.0) -> EngineConfig:
+    """The scheduler settings of one engine, from the server's effective config. An unknown
+    token budget is taken as not binding, and so is an unknown sequence cap while nothing
+    waits (`waiting`: the window's mean, all engines): a cap that never held a request back
+    cannot be what the model must reproduce. With a queue, an unknown cap is a refusal."""
+    needed = ("kv_capacity_tokens", "block_size")
     missing = [name for name in needed if config.number(name) is None]
+    seqs = config.number("max_num_seqs")
+    if seqs is None and waiting / max(engines, 1) >= 0.5:
+        missing.insert(0, "max_num_seqs (requests waited, so the cap may be what held them)")
     if missing:
         raise CannotModelError(
             f"unknown: {', '.join(missing)} (give --vllm-args or --vllm-log, or let the server "
@@ -199,11 +210,17 @@ def engine_config(config: ServerConfig, engines: int) -> EngineConfig:
     block = int(config.number("block_size") or 16)
     capacity = float(config.number("kv_capacity_tokens") or 0.0) / max(engines, 1)
     return EngineConfig(
-        max_num_seqs=int(config.number("max_num_seqs") or 1),
+        max_num_seqs=UNBOUNDED_SEQS if seqs is None else int(seqs),
         max_num_batched_tokens=int(config.number("max_num_batched_tokens") or UNBOUNDED_BUDGET),
         num_blocks=max(int(capacity // block) - 1, 1),
         block_size=block,
     )
+
+
+def inferred_settings(config: ServerConfig) -> tuple[str, ...]:
+    """The scheduler settings whose value vtop inferred from the metrics."""
+    names = ("max_num_seqs", "max_num_batched_tokens")
+    return tuple(n for n in names if (s := config.settings.get(n)) is not None and is_inferred(s))
 
 
 def workload_of(measured: Measured, engines: int, max_num_seqs: int) -> Workload:

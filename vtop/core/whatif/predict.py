@@ -16,6 +16,7 @@ from vtop.core.whatif.calibrate import (
     Fit,
     engine_config,
     figures,
+    inferred_settings,
     measure,
     measured_figures,
     misses,
@@ -156,9 +157,10 @@ def calibrate(
     busy, saturated = step_points(store, target, now, window_s, engines)
     key = profile_key(store, target, server)
     earlier = [] if profiles is None else profiles.earlier(key, now, window_s)
-    config = engine_config(server, engines)
+    config = engine_config(server, engines, measured.waiting)
     workload = workload_of(measured, engines, config.max_num_seqs)
-    fit = Fit(config, workload, fit_step_cost(busy, earlier), engines, measured.frontend_s)
+    step = fit_step_cost(busy, earlier)
+    fit = Fit(config, workload, step, engines, measured.frontend_s, inferred_settings(server))
     if profiles is not None:
         profiles.add(key, now, window_s, saturated)
     bounds = _ttft_bounds(store, target)
