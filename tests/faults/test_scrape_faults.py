@@ -102,16 +102,20 @@ async def test_a_gzip_body_within_the_limit_is_read() -> None:
     assert scrape.ok and len(scrape.samples) == 420, scrape.error
 
 
-def test_300k_junk_series_cost_bounded_memory_and_no_vllm_series() -> None:
+def test_300k_junk_series_cost_under_three_times_a_clean_payload_s_memory() -> None:
     junk = "".join(
         f'junk_metric_total{{shard="{n}",pod="p{n % 97}"}} {n}\n' for n in range(300_000)
     )
-    with serving(Canned(body=junk + fixture("underload"))) as url:
-        ran = vtop("--plain", "--once", "--samples", "2", "--timeout", "20", url, timeout_s=180)
-    no_traceback(ran)
-    assert ran.code == 0, ran.text
-    assert "run 4 wait 10" in ran.out, ran.out
-    assert ran.peak_rss_bytes < 800 * 2**20, f"peak RSS {ran.peak_rss_bytes / 2**20:.0f} MiB"
+    peaks = {}
+    for name, body in (("clean", fixture("underload")), ("junk", junk + fixture("underload"))):
+        with serving(Canned(body=body)) as url:
+            ran = vtop("--plain", "--once", "--samples", "2", "--timeout", "20", url, timeout_s=180)
+        no_traceback(ran)
+        assert ran.code == 0, ran.text
+        assert "run 4 wait 10" in ran.out, ran.out  # every vLLM series kept
+        peaks[name] = ran.peak_rss_bytes / 2**20
+    print(f"peak RSS in MiB: {peaks}")
+    assert peaks["junk"] < 3 * peaks["clean"], f"peak RSS in MiB: {peaks}"
 
 
 async def test_a_stream_cut_after_its_head_is_a_cut_with_what_arrived() -> None:

@@ -21,7 +21,13 @@ def frame_from_text(when: float, text: str, target: str = TARGET) -> Frame:
     """A frame holding one successful scrape of `text`."""
     parsed = ExpositionParser().parse(text)
     scrape = TargetScrape(
-        target, ScrapeStatus.OK, text, tuple(parsed.samples), parsed.types, tuple(parsed.errors)
+        target,
+        ScrapeStatus.OK,
+        text,
+        tuple(parsed.samples),
+        parsed.types,
+        tuple(parsed.errors),
+        skipped_series=parsed.skipped,
     )
     return Frame(when, (scrape,))
 

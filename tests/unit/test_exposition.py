@@ -251,3 +251,32 @@ def test_no_line_makes_the_parser_raise_or_changes_a_good_value(
             if key in kept and key not in written:  # a cut line can be a valid sample itself
                 value = kept[key]
                 assert value == sample.value or (math.isnan(value) and math.isnan(sample.value))
+
+
+def test_series_not_from_vllm_past_the_cap_are_skipped_unparsed_and_vllm_s_all_kept() -> None:
+    junk = "".join(f'junk_total{{shard="{n}"}} {n}\n' for n in range(50))
+    text = junk + "process_start_time_seconds 1.7e9\n" + fixture("underload")
+    parser = ExpositionParser(other_max=10)
+    parsed = parser.parse(text)
+    names = [s.series.name for s in parsed.samples]
+    vllm = [n for n in names if n.startswith("vllm:")]
+    assert vllm == [s.series.name for s in reference_samples(text) if s.series.name in vllm]
+    assert len([n for n in names if n == "junk_total"]) == 10
+    assert "process_start_time_seconds" in names
+    others = len([s for s in reference_samples(text) if not s.series.name.startswith("vllm:")])
+    assert parsed.skipped == others - (len(names) - len(vllm)) > 40
+    assert parser.parse(text).skipped == parsed.skipped  # the next scrape likewise
+
+
+def test_lines_are_split_a_block_at_a_time_as_split_gives_them() -> None:
+    import vtop.core.ingest.exposition as exposition
+
+    text = fixture("underload")
+    saved = exposition.LINE_BLOCK
+    try:
+        for block in (1, 7, 100, 5000):
+            exposition.LINE_BLOCK = block
+            assert list(exposition._lines(text)) == text.split("\n")
+            assert list(exposition._lines(text + "\n\nx")) == (text + "\n\nx").split("\n")
+    finally:
+        exposition.LINE_BLOCK = saved

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from tests.support.frames import TARGET, down_frame, exposition, frame, frame_from_text
 from tests.support.payloads import fixture, multi_engine
-from vtop.core.frame import Frame, ScrapeStatus, Series, TargetScrape
+from vtop.core.frame import EventKind, Frame, ScrapeStatus, Series, TargetScrape
 from vtop.core.histogram import quantile
 from vtop.core.ingest.exposition import ExpositionParser
 from vtop.core.store.store import SeriesState, Store
@@ -424,3 +424,12 @@ def test_a_broken_bucket_in_the_window_makes_the_summary_figure_unknown() -> Non
     store.ingest(frame_from_text(10.0, ttft_text(after, "0")))
     found = store.histogram_quantile(0.5, "vllm:time_to_first_token_seconds", 10.0, 10.0)
     assert found == {(): None}
+
+
+def test_series_the_parser_skipped_are_the_series_limit_s_event() -> None:
+    junk = "".join(f'junk_total{{shard="{n}"}} {n}\n' for n in range(2_100))
+    store = Store()
+    events = store.ingest(frame_from_text(0.0, junk + fixture("underload")))
+    assert [e.kind for e in events if e.kind is EventKind.SERIES_LIMIT], events
+    assert store.dropped_series >= 100
+    assert store.select("vllm:num_requests_waiting")  # vLLM's series all kept

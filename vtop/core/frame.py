@@ -131,6 +131,8 @@ class TargetScrape:
     """What the server's GET /version said (asked once per process start)."""
     server_settings: tuple[tuple[str, float | str | bool, str], ...] = ()
     """(setting, value, source) the server reported over HTTP (/v1/models, /server_info)."""
+    skipped_series: int = 0
+    """Sample lines of series not from vLLM the parser left unparsed (over its cap)."""
 
     @property
     def ok(self) -> bool:

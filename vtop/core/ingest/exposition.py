@@ -9,7 +9,7 @@ Python code per line.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from operator import getitem
 from typing import cast
@@ -25,9 +25,13 @@ from vtop.core.ingest.exposition_lines import (
     quoted_name,
     type_line,
 )
+from vtop.core.store.rings import KEPT_PREFIXES, OTHER_MAX_SERIES, PROCESS_START
 
 METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*\Z")
 MAX_CACHED_SERIES = 200_000
+KEPT_HEADS = (*KEPT_PREFIXES, PROCESS_START, '{"')
+"""Sample lines always parsed: vLLM's (and vtop's own) series, the process start time, and
+quoted UTF-8 names (their name is known only once parsed)."""
 
 
 @dataclass
@@ -37,6 +41,9 @@ class ParsedExposition:
     samples: list[Sample] | SampleColumns = field(default_factory=list)
     types: dict[str, str] = field(default_factory=dict)
     errors: list[ParseError] = field(default_factory=list)
+    skipped: int = 0
+    """Sample lines of series not from vLLM left unparsed: the parser already holds its cap of
+    them (the store would drop them anyway; parsing them first would spend the memory)."""
 
     def frozen_samples(self) -> Sequence[Sample]:
         """The samples as an immutable sequence (columns stay columns)."""
@@ -93,9 +100,29 @@ class _Layout:
         return SampleColumns(self.series, numbers)
 
 
+LINE_BLOCK = 1 << 20
+"""Characters split into lines at a time: a large payload never becomes one list of lines."""
+
+
+def _lines(text: str) -> Iterator[str]:
+    """The lines of `text` as `text.split("\\n")` gives them, a block at a time."""
+    start, size = 0, len(text)
+    while True:
+        cut = text.find("\n", start + LINE_BLOCK) if start + LINE_BLOCK < size else -1
+        if cut < 0:
+            yield from text[start:].split("\n") if start else text.split("\n")
+            return
+        yield from text[start:cut].split("\n")
+        start = cut + 1
+
+
 def layout_of(text: str, parsed: ParsedExposition, heads: dict[str, Series]) -> _Layout | None:
     """The layout of a cleanly parsed text-format payload, None when it has no stable shape."""
-    if parsed.errors or any(sample.timestamp is not None for sample in parsed.samples):
+    if (
+        parsed.errors
+        or parsed.skipped
+        or any(sample.timestamp is not None for sample in parsed.samples)
+    ):
         return None
     lines = text.split("\n")
     indices = [i for i, line in enumerate(lines) if line and line[0] != "#" and not line.isspace()]
@@ -111,7 +138,10 @@ def layout_of(text: str, parsed: ParsedExposition, heads: dict[str, Series]) -> 
 class ExpositionParser:
     """Parses exposition text, reusing series identities across calls (one parser per target)."""
 
-    def __init__(self) -> None:
+    def __init__(self, other_max: int = OTHER_MAX_SERIES) -> None:
+        self.other_max = other_max
+        """How many series not from vLLM this parser makes; later ones are skipped unparsed."""
+        self._other_made = 0
         self._series_by_head: dict[str, Series] = {}
         self._comments: dict[str, tuple[str, str]] = {}
         """Comment lines seen before: (family, type) of a TYPE line, ("", "") for the rest."""
@@ -140,7 +170,7 @@ class ExpositionParser:
         result = ParsedExposition(samples)
         heads, append, make = self._series_by_head, samples.append, tuple.__new__
         comments = self._comments
-        for number, line in enumerate(text.split("\n"), 1):
+        for number, line in enumerate(_lines(text), 1):
             if not line:
                 continue
             if line[0] == "#":
@@ -160,6 +190,9 @@ class ExpositionParser:
                 except ValueError:
                     pass
             if line.isspace():
+                continue
+            if self._other_made >= self.other_max and not line.lstrip().startswith(KEPT_HEADS):
+                result.skipped += 1
                 continue
             try:
                 append(self._sample(line.rstrip("\r"), openmetrics))
@@ -222,7 +255,9 @@ class ExpositionParser:
             raise ValueError(f"invalid metric name {name!r}")
         if len(self._series_by_head) >= MAX_CACHED_SERIES:
             self._series_by_head.clear()
+            self._other_made = 0
         series = Series(name, labels)
+        self._other_made += not name.startswith(KEPT_PREFIXES) and name != PROCESS_START
         self._series_by_head[head] = series
         return series
 

@@ -225,6 +225,7 @@ class RecordingReader:
             float(item.get("duration_s", 0.0)),
             item.get("version"),
             _settings(item.get("settings")),
+            parsed.skipped if parsed else 0,
         )
 
 

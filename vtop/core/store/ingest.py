@@ -73,6 +73,7 @@ class IngestingRings(Rings):
         alternating = state.alternating_tick == self.tick
         state.defects = {}
         resets, dropped_before = 0, self.dropped_series
+        self.dropped_series += scrape.skipped_series
         aliases: list[tuple[_Known, float]] = []
         for sample in scrape.samples:
             known = state.known.get(id(sample.series))

@@ -89,7 +89,7 @@ class FastGet:
             length = int(answer["content-length"])
             if length > self.max_body_bytes:
                 raise FastTooLargeError(f"body of {length:,} bytes exceeds {self.max_body_bytes:,}")
-            return await reader.readexactly(length)
+            return await _read_exactly(reader, length)
         if answer.get("transfer-encoding", "").lower() == "chunked":
             return await _read_chunks(reader, self.max_body_bytes)
         return None
@@ -114,6 +114,23 @@ async def _read_head(reader: asyncio.StreamReader) -> tuple[int, dict[str, str]]
         if name:
             answer[name.strip().lower()] = value.strip()
     return status, answer
+
+
+READ_PIECE = 1 << 16
+
+
+async def _read_exactly(reader: asyncio.StreamReader, length: int) -> bytes:
+    """`length` bytes, read a piece at a time (readexactly would hold the whole body in the
+    stream's buffer and copy it twice more)."""
+    parts: list[bytes] = []
+    left = length
+    while left > 0:
+        part = await reader.read(min(left, READ_PIECE))
+        if not part:
+            raise asyncio.IncompleteReadError(b"".join(parts), length)
+        parts.append(part)
+        left -= len(part)
+    return b"".join(parts)
 
 
 async def _read_chunks(reader: asyncio.StreamReader, limit: int) -> bytes:

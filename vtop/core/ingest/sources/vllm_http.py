@@ -99,6 +99,7 @@ class VllmHttpSource:
         if fast is not None:
             content_type, body = fast
             text = body.decode("utf-8", errors="replace")
+            del fast, body  # the bytes are not kept beside the text while it is parsed
             return await self._read(text, content_type, 200, started)
         try:
             response = await bounded_get(
@@ -175,6 +176,7 @@ class VllmHttpSource:
             duration_s=time.monotonic() - started,
             server_version=facts.version,
             server_settings=facts.settings,
+            skipped_series=parsed.skipped,
         )
 
     def _serves_vllm(self, samples: Sequence[Sample]) -> bool:
