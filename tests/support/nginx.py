@@ -32,7 +32,6 @@ http {{
   scgi_temp_path {prefix}/scgi;
   server {{
     listen 127.0.0.1:{port};
-    location = /nginx-ready {{ return 204; }}
     location / {{
       proxy_pass http://127.0.0.1:{upstream};
       proxy_http_version 1.1;
@@ -104,16 +103,15 @@ def nginx_in_front(upstream_url: str, location: str, prefix: Path) -> Iterator[s
 
 
 def _wait_ready(url: str, process: subprocess.Popen[bytes], prefix: Path) -> None:
-    """Until nginx itself answers (its own location: a busy vLLM behind it is not asked; its
-    error log when it exits)."""
+    """Until nginx answers (its error log when it exits)."""
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         if process.poll() is not None:
             log = (prefix / "error.log").read_text() if (prefix / "error.log").exists() else ""
             raise RuntimeError(f"nginx exited: {log[-2000:]}")
         try:
-            if httpx.get(url + "/nginx-ready", timeout=1).status_code == 204:
-                return
+            httpx.get(url + "/health", timeout=1)
+            return
         except httpx.HTTPError:
             time.sleep(0.1)
     raise RuntimeError("nginx did not answer within 20 s")
