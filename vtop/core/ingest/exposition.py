@@ -25,7 +25,7 @@ from vtop.core.ingest.exposition_lines import (
     quoted_name,
     type_line,
 )
-from vtop.core.store.rings import KEPT_PREFIXES, OTHER_MAX_SERIES, PROCESS_START
+from vtop.core.store.rings import KEPT_PREFIXES, OTHER_MAX_SERIES, PROCESS_START, is_kept
 
 METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*\Z")
 MAX_CACHED_SERIES = 200_000
@@ -257,7 +257,7 @@ class ExpositionParser:
             self._series_by_head.clear()
             self._other_made = 0
         series = Series(name, labels)
-        self._other_made += not name.startswith(KEPT_PREFIXES) and name != PROCESS_START
+        self._other_made += not is_kept(name)
         self._series_by_head[head] = series
         return series
 

@@ -14,7 +14,6 @@ from vtop.core.store.presence import VALUE_NAN, is_gap
 from vtop.core.store.probe_series import ProbeCounters
 from vtop.core.store.rings import (
     INSTANCE,
-    KEPT_PREFIXES,
     KNOWN_PER_SAMPLE,
     NAN,
     OTHER_MAX_SERIES,
@@ -29,6 +28,7 @@ from vtop.core.store.rings import (
     _TargetState,
     _Track,
     is_cumulative,
+    is_kept,
 )
 
 
@@ -229,9 +229,7 @@ class IngestingRings(Rings):
 
     def _new_track(self, known: _Known) -> _Track | None:
         """Create a series ring, unless the series limit is reached."""
-        other = (
-            not known.series.name.startswith(KEPT_PREFIXES) and known.series.name != PROCESS_START
-        )
+        other = not is_kept(known.series.name)
         if len(self._tracks) >= self.max_series or (
             other and self._other_series >= min(OTHER_MAX_SERIES, self.max_series // 2)
         ):

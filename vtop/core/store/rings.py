@@ -32,6 +32,14 @@ OTHER_MAX_SERIES = 2_000
 payload's junk, however much of it comes first, never costs a vLLM series its ring."""
 KEPT_PREFIXES = ("vllm:", "nvml:", "probe:", "ALERTS")
 """Series never crowded out by junk (Prometheus's ALERTS: the fleet's findings)."""
+
+
+def is_kept(name: str) -> bool:
+    """Whether a series is always kept: vLLM's, vtop's own, or the process start time (the
+    rest share the cap of OTHER_MAX_SERIES)."""
+    return name.startswith(KEPT_PREFIXES) or name == PROCESS_START
+
+
 STARTS_KEPT = 16
 KNOWN_PER_SAMPLE = 4
 """A target's resolved-series cache is dropped once it holds this many entries per sample of
