@@ -2,11 +2,12 @@
 
 For the storm, the max-num-seqs cap, the token budget and a healthy load (the e2e incidents,
 tests/support/incidents.py), the load is run and a window recorded; the model is calibrated on
-it (with the server's flags and log, as `vtop diagnose` with them) and its replay of the current
-config printed next to the measurement. Where the primary finding proposes a change the model
-knows, the model predicts it; then the server is restarted with that change (as `vtop tune`
-does: same flags but the one changed) and the same load is measured for a window. Prints one
-Markdown table per part for the README.
+it (with the server's flags and log, as `vtop diagnose` with them; and with the URL alone, as
+`vtop whatif URL` knows the server: what it reports and what vtop infers) and its replay of the
+current config printed next to the measurement. Where the primary finding proposes a change
+the model knows, the model predicts it; then the server is restarted with that change (as
+`vtop tune` does: same flags but the one changed) and the same load is measured for a window.
+Prints one Markdown table per part for docs/whatif.md.
 
 Run: python -m benchmarks.bench_whatif_real   (needs VTOP_VLLM_PYTHON or .venv-vllm; with
 VTOP_BENCH_SAVE=DIR every window is also written there as a recording)
@@ -15,6 +16,7 @@ VTOP_BENCH_SAVE=DIR every window is also written there as a recording)
 from __future__ import annotations
 
 import asyncio
+import copy
 import dataclasses
 import os
 import tempfile
@@ -41,7 +43,7 @@ from vtop.core.frame import Frame
 from vtop.core.ingest.recorder import RecordingWriter
 from vtop.core.rules.engine import ProposedChange
 from vtop.core.rules.loader import load_rules
-from vtop.core.whatif.calibrate import CannotModelError
+from vtop.core.whatif.calibrate import UNBOUNDED_BUDGET, UNBOUNDED_SEQS, CannotModelError
 from vtop.core.whatif.predict import FLAGS, Calibration, predict
 from vtop.core.whatif.profile import StepProfiles
 
@@ -109,7 +111,7 @@ async def main() -> None:
     profile of the other windows, and measured after a restart."""
     profiles = StepProfiles.read(Path(tempfile.mkdtemp()) / "step-profiles.json")
     pool = ServerPool(CACHE / "logs", keep=1)
-    calibration_rows, prediction_rows = [], []
+    calibration_rows, prediction_rows, url_rows = [], [], []
     watched: list[tuple[Incident, VllmServer, list[Frame], int]] = []
     try:
         for incident in (OVER_ADMITTED, SEQ_CAP, BUDGET, HEALTHY):
@@ -117,6 +119,8 @@ async def main() -> None:
             recorded = await provoke(server, incident)
             frames = recorded.windows[0]
             saved(incident.name, frames)
+            url_rows.append(url_only_row(incident.name, server, frames, copy.deepcopy(profiles)))
+            print(url_rows[-1], flush=True)
             try:
                 model = calibrated(server, frames, profiles)
             except CannotModelError as refused:
@@ -136,9 +140,43 @@ async def main() -> None:
     print("\nmeasured / replay of the current config (with the windows watched before it)")
     print(header("incident", [*FIGURES, "step time", "misses"]))
     print("\n".join(calibration_rows))
-    print("\nbefore / predicted from the window alone / with the profile / measured after")
+    print("\nwith the URL alone: measured / replay, the settings used, misses or the refusal")
+    print(header("incident", [*FIGURES, "settings", "misses"]))
+    print("\n".join(url_rows))
+    print(
+        "\nbefore / predicted from the window alone / with the profile / with the URL alone "
+        "(and the profile) / measured after"
+    )
     print(header("incident: change", list(FIGURES)))
     print("\n".join(prediction_rows))
+
+
+def url_only_row(name: str, server: VllmServer, frames: list[Frame], profiles: StepProfiles) -> str:
+    """The window calibrated as `vtop whatif URL` would: replay, settings, misses or refusal
+    (on a copy of the profile, so the window is not remembered twice)."""
+    try:
+        model = calibrated(server, frames, profiles, url_only=True)
+    except CannotModelError as refused:
+        return f"| {name} | refused: {refused} |"
+    parts = {"measured": model.measured, "replay": model.replay}
+    return row(name, parts) + f" {settings_cell(model)} | {'; '.join(model.misses) or 'none'} |"
+
+
+def settings_cell(model: Calibration) -> str:
+    """The scheduler settings the model used, the inferred ones marked."""
+    config, inferred = model.fit.config, model.fit.inferred
+
+    def shown(name: str, value: int, unbounded: int) -> str:
+        if value >= unbounded:
+            return f"{name} unknown (not binding)"
+        return f"{name} {value}" + (" (inferred)" if name in inferred else "")
+
+    return ", ".join(
+        (
+            shown("max_num_seqs", config.max_num_seqs, UNBOUNDED_SEQS),
+            shown("max_num_batched_tokens", config.max_num_batched_tokens, UNBOUNDED_BUDGET),
+        )
+    )
 
 
 def saved(name: str, frames: list[Frame]) -> None:
@@ -173,6 +211,12 @@ async def check_prediction(
     """The primary change predicted two ways and measured (its window kept in the profile); a
     way whose replay misses the window predicts nothing, as `vtop whatif` refuses to."""
     alone = calibrated(server, frames)
+    try:
+        url_only: Calibration | None = calibrated(
+            server, frames, copy.deepcopy(profiles), url_only=True
+        )
+    except CannotModelError:
+        url_only = None
     with_profile = calibrated(server, frames, profiles)
     change = proposal(server, frames)
     if change is None or (alone.misses and with_profile.misses):
@@ -186,6 +230,7 @@ async def check_prediction(
         "before": alone.measured,
         "alone": predict(alone, flags) if not alone.misses else {},
         "profile": predict(with_profile, flags) if not with_profile.misses else {},
+        "url only": predict(url_only, flags) if url_only and not url_only.misses else {},
         "measured": window_figures(changed, after_frames),
     }
     line = row(f"{incident.name}: `{change.as_flag()}`", parts)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from dataclasses import asdict
 
-from vtop.core.frame import GpuState
+from vtop.core.frame import GpuStatus
 from vtop.core.ingest.sources.nvml import NvmlSource
 
 
@@ -24,7 +24,7 @@ def main() -> int:
                     print(f"  gpu{gpu.index}.{key} = {value}")
     finally:
         source.close()
-    return 0 if snapshot.state is GpuState.OK else 1
+    return 0 if snapshot.state is GpuStatus.OK else 1
 
 
 if __name__ == "__main__":

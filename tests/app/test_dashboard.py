@@ -26,7 +26,7 @@ from vtop.core.ingest.sources.nvml import NvmlSource
 from vtop.core.ingest.sources.process_log import LogTail
 from vtop.core.ingest.sources.vllm_http import ScrapeOptions, VllmHttpSource
 from vtop.core.manage.process import start, stop
-from vtop.core.process_state import ServerState, keep_reaped
+from vtop.core.managed_server import ManagedServer, keep_reaped
 from vtop.core.rules.engine import Finding
 from vtop.core.rules.loader import load_rules
 from vtop.ui import actions as ui_actions
@@ -266,7 +266,7 @@ async def test_readonly_and_unmanaged_servers_refuse_actions() -> None:
         await pilot.press("a")
         await pilot.pause(0.2)
         assert not isinstance(app.screen, ConfirmScreen)
-        app.actions.server = ServerState("x", 1, 1, (), 8000, "", 0.0, None)
+        app.actions.server = ManagedServer("x", 1, 1, (), 8000, "", 0.0, None)
         app.actions.readonly = True
         await pilot.press("r")
         await pilot.pause(0.2)
@@ -338,7 +338,7 @@ async def test_a_failing_worker_is_a_banner_never_the_end_of_the_app(
     monkeypatch.setattr(ui_actions, "audit", lambda *_, **__: None)
     monkeypatch.setenv("VTOP_STATE_DIR", str(tmp_path))
     app = replay_app([storm(t) for t in range(20)], Settings(bundle_dir=str(tmp_path)))
-    app.actions.server = ServerState(
+    app.actions.server = ManagedServer(
         "x", 1, 1, ("vllm", "serve", "--max-num-seqs", "16"), 8000, "", 0.0, None
     )
     async with app.run_test(size=(120, 40)) as pilot:

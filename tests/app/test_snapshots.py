@@ -13,7 +13,7 @@ from textual.pilot import Pilot
 from tests.support.demo import APPLIED, FRAMES, STORM, TARGET, app_on, fleet_app, loaded
 from tests.support.fakes.fake_pynvml import FakeGpu, FakeNvml
 from tests.support.frames import down_frame
-from vtop.core.frame import Frame, GpuSnapshot, GpuState
+from vtop.core.frame import Frame, GpuSnapshot, GpuStatus
 from vtop.core.ingest.sources.nvml import NvmlSource
 
 SnapCompare = Callable[..., bool]
@@ -65,7 +65,7 @@ def test_unreachable(snap_compare: SnapCompare) -> None:
 
 
 def test_no_gpu(snap_compare: SnapCompare) -> None:
-    none = GpuSnapshot(GpuState.NO_GPU, message="NVML library not found")
+    none = GpuSnapshot(GpuStatus.NO_GPU, message="NVML library not found")
     frames = [*STORM[:-1], with_gpu(STORM[-1], none)]
     assert snap_compare(app_on(frames), terminal_size=WIDE, run_before=loaded)
 

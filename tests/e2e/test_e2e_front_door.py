@@ -114,7 +114,9 @@ async def test_a_read_timeout_shorter_than_the_queue_is_found(
     # does, and the queue comes and goes (measured: 48 waiting at 4 s, none at 17 s, canaries
     # answered at once), so a canary may meet no queue at all.
     server = vllm_pool.get(PATH_SERVER)
-    load = LoadProcess(Load(10, 96, 300, output_max=400), server.url, 90)
+    # the load outlasts the test (stopped below): a load that ends mid-probe leaves the probe's
+    # canaries no queue to meet (seen on a slow host: the precondition's canaries took 80 s)
+    load = LoadProcess(Load(10, 96, 300, output_max=400), server.url, 300)
     try:
         await queue_forms(server.url, load)
         with nginx_in_front(server.url, SHORT_READ_TIMEOUT, tmp_path / "timeout") as url:
@@ -125,9 +127,12 @@ async def test_a_read_timeout_shorter_than_the_queue_is_found(
                 tried.append(await canary(url))
             seen = [(p.status, p.first_byte_s, p.duration_s, p.error[:60]) for p in tried]
             assert failure_kind(tried[-1]) in ("504", "cut"), f"never cut: {seen}"
+            assert load.process.poll() is None, load.process.communicate()[1][-2000:]
             # four canaries: on a 2-core host the queue thins now and then, and one that meets
             # it is what the rule needs (a cut in the last five minutes)
-            code, report = probe_json(url, server.url, "--endpoint", "completions", "--count", "4")
+            code, report = probe_json(
+                url, server.url, "--endpoint", "completions", "--count", "4", "--tokens", "8"
+            )
     finally:
         load.stop()
     cut = [c for c in report["canaries"] if c["status"] != 200 or c["error"]]

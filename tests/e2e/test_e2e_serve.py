@@ -33,8 +33,8 @@ from vtop.core.config.settings import Settings
 from vtop.core.manage.apply import Applied, apply_and_verify
 from vtop.core.manage.bench import Bench, BenchConfig, Lengths
 from vtop.core.manage.verdict import Measurement
+from vtop.core.managed_server import ManagedServer, is_alive, managed, read_log, reap
 from vtop.core.ops.tune import TuneOptions, tune
-from vtop.core.process_state import ServerState, is_alive, managed, read_log, reap
 from vtop.core.rules.engine import ProposedChange
 from vtop.core.rules.loader import load_rules
 
@@ -146,7 +146,7 @@ def storm_load(url: str) -> BenchConfig:
     )
 
 
-def the_server(env: dict[str, str]) -> ServerState:
+def the_server(env: dict[str, str]) -> ManagedServer:
     [state] = managed(Path(env["VTOP_STATE_DIR"]))
     return state
 
@@ -161,7 +161,7 @@ def test_managed_server_lifecycle(environment: dict[str, str]) -> None:
         tmux.close()
 
 
-def outlives_vtop(tmux: Tmux, env: dict[str, str]) -> ServerState:
+def outlives_vtop(tmux: Tmux, env: dict[str, str]) -> ManagedServer:
     """vtop serve in tmux; SIGKILL vtop; attach; SIGHUP the attached vtop; vLLM keeps serving."""
     port = free_port()
     first_vtop = tmux.start("serve", serve_argv(port))
@@ -186,7 +186,7 @@ def outlives_vtop(tmux: Tmux, env: dict[str, str]) -> ServerState:
     return state
 
 
-async def tune_and_roll_back(state: ServerState, env: dict[str, str]) -> ServerState:
+async def tune_and_roll_back(state: ManagedServer, env: dict[str, str]) -> ManagedServer:
     """M1's fix stops the preemptions; vtop keeps it only if it cost < 10% tok/s and the drop in
     preemptions is larger than their noise, else rolls back.
 
@@ -204,11 +204,12 @@ async def tune_and_roll_back(state: ServerState, env: dict[str, str]) -> ServerS
     watcher = Watcher(state.url, interval=2.0)
     try:
         tuned = await watcher.during(tune(state, options))
+        # what the tune did first: a tune that applied nothing restarted nothing
+        assert isinstance(tuned, Applied), tuned
+        assert tuned.finding.rule.id == "M1", tuned.problem
         assert_restarts_are_counter_resets(watcher)
     finally:
         await watcher.close()
-    assert isinstance(tuned, Applied), tuned
-    assert tuned.finding.rule.id == "M1", tuned.problem
     assert tuned.before is not None and tuned.after is not None and tuned.verdict is not None
     assert (tuned.before.preemptions_per_s or 0) > 0.1
     assert (tuned.after.preemptions_per_s or 0) <= 0.02, tuned.after
@@ -255,7 +256,7 @@ async def refused(tuned: Applied, options: TuneOptions) -> Applied:
     vLLM's reason, nothing is measured, and vtop restarts the server on the flags it had."""
     change = ProposedChange("--max-num-seqs", None, 0.0, "test", "vLLM refuses it")
 
-    async def after(state: ServerState) -> Measurement:
+    async def after(state: ManagedServer) -> Measurement:
         raise AssertionError(f"a refused configuration was measured: {state.argv}")
 
     return await apply_and_verify(
@@ -263,7 +264,7 @@ async def refused(tuned: Applied, options: TuneOptions) -> Applied:
     )
 
 
-def shows_the_exit(tmux: Tmux, state: ServerState, env: dict[str, str]) -> None:
+def shows_the_exit(tmux: Tmux, state: ManagedServer, env: dict[str, str]) -> None:
     """Kill vLLM under an attached vtop: it shows the exit; nothing of the group is left."""
     tmux.start("watch", vtop_argv("attach", "e2e"))
     wait_for(lambda: "LIVE" in tmux.screen("watch"), 60, "the dashboard")

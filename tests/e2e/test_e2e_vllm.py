@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.incidents import ADMISSION, SETTLE_S, LoadProcess
+from tests.support.incidents import ADMISSION, SETTLE_S, Load, LoadProcess
 from tests.support.prometheus_harness import (
     alerts_fired,
     exported_rules,
@@ -25,6 +25,7 @@ from tests.support.watch import Watcher
 from vtop.core.config.cache_config import cache_configs
 from vtop.core.config.kv import ModelShape, bytes_per_token, capacity_tokens
 from vtop.core.config.server_config import from_log
+from vtop.core.ingest.exposition import ExpositionParser
 from vtop.core.ingest.poller import poll
 from vtop.core.ingest.recorder import RecordingReader, RecordingWriter
 from vtop.core.ingest.sources.vllm_http import ScrapeOptions, VllmHttpSource
@@ -213,3 +214,47 @@ async def test_work_turned_away_at_admission_is_critical_never_under_loaded(
     ids = {f["id"] for f in report["findings"]}
     assert report["primary"]["id"] == "F5" and ran.code == 2, report
     assert not ids & {"P1", "P9", "M7"}, ids  # never "under-loaded" while work is turned away
+
+
+def deferred_waiting(url: str) -> float:
+    """vLLM's own count of requests deferred (LoRA slots, KV transfers), summed over engines."""
+    text = httpx.get(url + "/metrics", timeout=10).text
+    parsed = ExpositionParser().parse(text)
+    return sum(
+        s.value
+        for s in parsed.samples
+        if s.series.name == "vllm:num_requests_waiting_by_reason"
+        and s.series.label("reason") == "deferred"
+    )
+
+
+async def test_lora_adapter_slots_are_found_with_the_url_alone_never_a_sequence_cap(
+    vllm_pool: ServerPool,
+) -> None:
+    """Three adapters' clients on one adapter slot (--max-loras 1), two sequence slots: requests
+    of the adapters not in the step wait deferred. After the admission test, on its server."""
+    server = vllm_pool.get(ADMISSION.spec)
+    assert ADMISSION.spec.lora_adapters == 3 and ADMISSION.spec.max_loras == 1
+    loads = [
+        LoadProcess(Load(1, 64, 64, model=f"lora-{index}"), server.url, 100) for index in range(3)
+    ]
+    try:
+        # the precondition, on vLLM's own gauge: requests wait deferred, not for capacity
+        seen: list[float] = []
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and (len(seen) < 3 or min(seen[-3:]) < 1):
+            await asyncio.sleep(1)
+            seen.append(deferred_waiting(server.url))
+        assert len(seen) >= 3 and min(seen[-3:]) >= 1, f"no deferred requests: {seen}"
+        for load in loads:
+            assert load.process.poll() is None, load.process.communicate()[1][-2000:]
+        ran = vtop("diagnose", server.url, "--window", "15", "--no-gpu", "--json", "--no-predict")
+    finally:
+        for load in loads:
+            load.stop()
+    report = json.loads(ran.out)
+    ids = {f["id"] for f in report["findings"]}
+    assert report["primary"]["id"] == "LR1", report
+    [change] = report["primary"]["changes"]
+    assert (change["flag"], change["current"], change["proposed"]) == ("--max-loras", 1, 3), change
+    assert "Q2" not in ids and "Q0" not in ids, ids  # a LoRA queue is no sequence cap

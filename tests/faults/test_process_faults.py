@@ -19,7 +19,7 @@ from tests.support import fake_server
 from tests.support.fake_server import Handler
 from tests.support.vllm_harness.server import free_port
 from tests.support.vtop_cli import Ran, vtop
-from vtop.core.process_state import kernel_start_time
+from vtop.core.managed_server import kernel_start_time
 
 FAKE = Path(fake_server.__file__)
 

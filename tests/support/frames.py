@@ -17,9 +17,11 @@ def exposition(types: Mapping[str, str], values: Mapping[str, float]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def frame_from_text(when: float, text: str, target: str = TARGET) -> Frame:
-    """A frame holding one successful scrape of `text`."""
-    parsed = ExpositionParser().parse(text)
+def frame_from_text(
+    when: float, text: str, target: str = TARGET, openmetrics: bool = False
+) -> Frame:
+    """A frame holding one successful scrape of `text` (read as OpenMetrics with `openmetrics`)."""
+    parsed = ExpositionParser().parse(text, openmetrics)
     scrape = TargetScrape(
         target,
         ScrapeStatus.OK,

@@ -43,6 +43,16 @@ WINDOW_S = 15.0
 SETTLE_S = 5.0
 """Load runs this long before the precondition is measured (first steps compile shapes)."""
 ATTEMPTS = 3
+SETTLED_SCRAPES = 3
+"""Scrapes in a row answered promptly that show the server has come through its first steps
+(the CPU build compiles each new batch shape, and a starved API server answers late)."""
+PROMPT_S = 2.0
+"""A scrape answered within this is prompt."""
+SETTLE_MAX_S = 45.0
+"""How long the load may take to settle before the windows are recorded anyway."""
+LASTING_S = 6.0
+"""The rules' `for:` (5 s) plus a scrape: an incident that begins later than this before the
+window's end has not held long enough for a rule to fire, so the window does not show it."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +66,8 @@ class Load:
     shared_prefix: int = 0
     output_max: int = 0
     """Output lengths drawn from output..output_max (clients then finish out of step)."""
+    model: str = ""
+    """The model (or LoRA adapter) requests name (default: the server's first)."""
 
     def argv(self, url: str, duration_s: float) -> list[str]:
         """The `vtop bench` command line."""
@@ -66,6 +78,8 @@ class Load:
         words += ["--stream" if self.stream else "--no-stream", "--json"]
         if self.shared_prefix:
             words += ["--shared-prefix", str(self.shared_prefix)]
+        if self.model:
+            words += ["--model", self.model]
         return words
 
 
@@ -144,6 +158,25 @@ async def watch(url: str, seconds: float, interval: float = 1.0) -> list[Frame]:
     return frames
 
 
+async def settle(url: str) -> None:
+    """Let the load run SETTLE_S, and on until the last SETTLED_SCRAPES scrapes answered within
+    PROMPT_S each (at most SETTLE_MAX_S in all)."""
+    started = time.time()
+    source = VllmHttpSource(url, ScrapeOptions(timeout_s=10))
+    prompt = 0
+    try:
+        while time.time() - started < SETTLE_MAX_S:
+            asked = time.time()
+            frame = await poll([source], None, asked)
+            answered_in = time.time() - asked
+            prompt = prompt + 1 if frame.scrapes[0].ok and answered_in < PROMPT_S else 0
+            if prompt >= SETTLED_SCRAPES and time.time() - started >= SETTLE_S:
+                return
+            await asyncio.sleep(max(0.0, 1.0 - answered_in))
+    finally:
+        await source.close()
+
+
 async def diagnose_live(url: str, rules: list[Rule], options: DiagnoseOptions) -> Diagnosis:
     """`vtop diagnose URL` as a function: a window of vtop's own source, then the triage."""
     frames = await watch(url, options.window_s, options.interval_s)
@@ -176,6 +209,14 @@ def lost_precondition(incident: Incident, recorded: list[list[Frame]]) -> str | 
         lost = incident.precondition(again, incident.spec)
         if lost is not None:
             return f"{lost}; {figures(again)}"
+        early = [f for f in frames if f.timestamp <= frames[-1].timestamp - LASTING_S]
+        lost = (
+            "no scrape before"
+            if len(early) < 2
+            else incident.precondition(measure(early), incident.spec)
+        )
+        if lost is not None:
+            return f"held only in the last {LASTING_S:.0f} s (before: {lost}); {figures(again)}"
     return None
 
 
@@ -195,9 +236,9 @@ async def provoke(server: VllmServer, incident: Incident, windows: int = 1) -> R
     precondition; else grow the load and try again (only a load that never holds fails)."""
     load, measured = incident.load, list[str]()
     for _ in range(ATTEMPTS):
-        process = LoadProcess(load, server.url, SETTLE_S + windows * WINDOW_S + 15)
+        process = LoadProcess(load, server.url, SETTLE_MAX_S + windows * WINDOW_S + 15)
         try:
-            await asyncio.sleep(SETTLE_S)
+            await settle(server.url)
             recorded = [await watch(server.url, WINDOW_S) for _ in range(windows)]
         finally:
             process.stop()
@@ -231,21 +272,26 @@ def told(server: VllmServer) -> DiagnoseOptions:
 
 
 def _judged(
-    server: VllmServer, frames: list[Frame]
+    server: VllmServer, frames: list[Frame], url_only: bool = False
 ) -> tuple[Store, str, float, float, ServerConfig]:
-    """A window judged with the server's flags and log: store, target, end, length, config."""
-    session = judged_window(frames, load_rules(), told(server))
+    """A window judged with the server's flags and log (or, `url_only`, with what the server
+    reports and vtop infers, as `vtop whatif URL`): store, target, end, length, config."""
+    options = DiagnoseOptions(WINDOW_S, read_gpus=False) if url_only else told(server)
+    session = judged_window(frames, load_rules(), options)
     target = frames[-1].scrapes[0].target
     now, window = frames[-1].timestamp, frames[-1].timestamp - frames[0].timestamp
     return session.store, target, now, window, session.target(target).config
 
 
 def calibrated(
-    server: VllmServer, frames: list[Frame], profiles: StepProfiles | None = None
+    server: VllmServer,
+    frames: list[Frame],
+    profiles: StepProfiles | None = None,
+    url_only: bool = False,
 ) -> Calibration:
     """The scheduler model calibrated on a recorded window (CannotModelError when it cannot),
-    with and into the step profiles when given."""
-    return calibrate(*_judged(server, frames), profiles=profiles)
+    with and into the step profiles when given; `url_only` as `vtop whatif URL` knows it."""
+    return calibrate(*_judged(server, frames, url_only), profiles=profiles)
 
 
 def predicted(

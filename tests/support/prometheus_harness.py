@@ -56,13 +56,16 @@ def prometheus(targets: list[str], workdir: Path, rule_file: Path | None = None)
 
 @contextmanager
 def prometheus_process(
-    targets: list[str], workdir: Path, rule_file: Path | None = None
+    targets: list[str],
+    workdir: Path,
+    rule_file: Path | None = None,
+    scrape_config: str | None = None,
 ) -> Iterator[tuple[str, int]]:
     """As `prometheus`, yielding its URL and pid (its TSDB is `workdir/data`, which may hold
-    backfilled blocks already)."""
+    backfilled blocks already); `scrape_config`, when given, is the whole configuration."""
     workdir.mkdir(parents=True, exist_ok=True)
     config = workdir / "prometheus.yml"
-    config.write_text(config_text(targets, rule_file))
+    config.write_text(scrape_config or config_text(targets, rule_file))
     port = free_port()
     argv = [
         prometheus_binary(),
@@ -133,3 +136,12 @@ def alerts_fired(url: str, alert: str, seconds: float) -> list[str]:
     query = f'max_over_time(ALERTS{{alertname="{alert}", alertstate="firing"}}[{int(seconds)}s])'
     answer = httpx.get(url + "/api/v1/query", params={"query": query}, timeout=5).json()
     return sorted(item["metric"]["instance"] for item in answer["data"]["result"])
+
+
+def target_health(url: str) -> dict[str, tuple[str, str]]:
+    """Every active target's (health, last error), by scrape URL."""
+    answer = httpx.get(url + "/api/v1/targets", timeout=5).json()
+    return {
+        target["scrapeUrl"]: (target["health"], target["lastError"])
+        for target in answer["data"]["activeTargets"]
+    }

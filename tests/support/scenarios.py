@@ -17,8 +17,10 @@ SMALL_BUDGET = ServerSpec(
 """A 64-token step budget with prefix caching off (as in the incident the URL-only triage once
 got wrong: the budget must be the primary, not the disabled cache); a context long enough for
 prompts that hold a step's budget for a dozen steps each."""
-ADMISSION_LIMITED = ServerSpec(max_num_seqs=2, max_num_queued_reqs=4)
-"""vLLM's admission limit: beyond four requests in the system, HTTP 503."""
+ADMISSION_LIMITED = ServerSpec(max_num_seqs=2, max_num_queued_reqs=4, lora_adapters=3)
+"""vLLM's admission limit: beyond four requests in the system, HTTP 503. It also serves three
+LoRA adapters with one slot (--max-loras 1), for the LoRA scenario: one start for both (the
+base model's requests take no adapter slot)."""
 
 
 def warm_up(url: str, max_num_seqs: int) -> BenchConfig:

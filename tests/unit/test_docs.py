@@ -17,6 +17,7 @@ import pytest
 from vtop.cli.commands import COMMANDS
 from vtop.cli.dashboard import monitor_parser
 from vtop.core.rules.loader import load_rules
+from vtop.text.metrics_reference import metrics_reference
 from vtop.text.rules_reference import rules_reference
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -167,3 +168,8 @@ def test_the_rules_reference_is_what_vtop_rules_doc_writes() -> None:
     assert written == rules_reference(load_rules()), "run: vtop rules doc > docs/rules.md"
     for rule in load_rules():
         assert slug(rule.id) in anchors(ROOT / "docs" / "rules.md"), rule.id
+
+
+def test_the_metrics_reference_is_what_vtop_rules_metrics_writes() -> None:
+    written = (ROOT / "docs" / "metrics.md").read_text()
+    assert written == metrics_reference(load_rules()), "run: vtop rules metrics > docs/metrics.md"

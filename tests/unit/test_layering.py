@@ -60,3 +60,39 @@ def test_the_floors_contract_breaks_on_an_import_that_runs_up(tmp_path: Path) ->
     wrong.unlink()
     kept = subprocess.run(lint, cwd=tmp_path, env=env, capture_output=True, text=True)
     assert kept.returncode == 0, kept.stdout
+
+
+UNIT = ROOT / "tests" / "unit"
+TESTED_BY_RUNNING = {
+    "vtop/cli": "tests/app and tests/install run its commands",
+    "vtop/ui/screens": "tests/app drives them in the real app (Pilot)",
+    "vtop/ui/widgets": "tests/app drives them in the real app (Pilot)",
+}
+"""Packages whose tests drive them from outside rather than one module at a time."""
+
+
+def test_unit_tests_mirror_the_packages_they_test() -> None:
+    """tests/unit/<path>/ holds the tests of vtop/<path>/: every package of modules has its
+    folder (or is named with where its tests are), every folder is a package, and every test
+    file there imports from the package it sits under."""
+    packages = {
+        path.parent.relative_to(ROOT).as_posix()
+        for path in (ROOT / "vtop").rglob("*.py")
+        if path.name != "__init__.py"
+    }
+    folders = {
+        "vtop/" + path.parent.relative_to(UNIT).as_posix()
+        for path in UNIT.rglob("test_*.py")
+        if path.parent != UNIT
+    }
+    untested = sorted(packages - folders - set(TESTED_BY_RUNNING) - {"vtop"})
+    assert untested == [], f"packages without a tests/unit folder: {untested}"
+    assert sorted(folders - packages) == [], "tests/unit folders that mirror no package"
+    misplaced = []
+    for path in UNIT.rglob("test_*.py"):
+        if path.parent == UNIT:
+            continue
+        package = "vtop." + path.parent.relative_to(UNIT).as_posix().replace("/", ".")
+        if not any(name.startswith(package + ".") for name in imported_modules(path)):
+            misplaced.append(f"{path.relative_to(ROOT)} imports nothing of {package}")
+    assert misplaced == []

@@ -23,7 +23,7 @@ from vtop.cli.options import (
 from vtop.core.config.settings import DEFAULT_URL, Settings
 from vtop.core.ingest.feeds import Feed, ReplayFeed
 from vtop.core.ingest.open_feed import open_feed
-from vtop.core.process_state import ServerState
+from vtop.core.managed_server import ManagedServer
 from vtop.text.plain import run_plain
 
 DEMO_RECORDING = "storm.vtoprec"
@@ -88,7 +88,7 @@ def plain_lines(settings: Settings, feed: Feed, ticks: int | None = None) -> int
 
 
 def run_dashboard(
-    settings: Settings, feed: Feed, server: ServerState | None = None, readonly: bool = False
+    settings: Settings, feed: Feed, server: ManagedServer | None = None, readonly: bool = False
 ) -> int:
     """Run the Textual app until the user quits; without a terminal on stdout (a pipe, a file,
     cron), the plain lines instead, said once on stderr."""

@@ -15,6 +15,7 @@ from vtop.core.ops.rule_unittest import run_rule_tests
 from vtop.core.rules.export import ExportOptions, export_rules
 from vtop.core.rules.loader import PACKAGED, load_rules
 from vtop.core.rules.rule import PHASES, Rule, RuleFileError
+from vtop.text.metrics_reference import metrics_reference
 from vtop.text.rules_reference import rules_reference
 
 EXIT_RULE_ERRORS = 1
@@ -86,6 +87,12 @@ def rules_parser() -> argparse.ArgumentParser:
         "doc", help="print the rules reference (Markdown, an anchor per rule id: docs/rules.md)"
     )
     add_rules_option(doc)
+    metrics = sub.add_parser(
+        "metrics",
+        help="print vLLM's metric families as vtop reads them: type, unit, labels, since, "
+        "renames, the rules that read each (Markdown: docs/metrics.md)",
+    )
+    add_rules_option(metrics)
     sub.add_parser("path", help="print where the shipped rules are")
     return rules_cli
 
@@ -154,7 +161,7 @@ def rules_main(argv: list[str]) -> int:
     if args.action == "path":
         print(PACKAGED)
         return 0
-    with_shipped = args.action in ("export", "list", "doc")
+    with_shipped = args.action in ("export", "list", "doc", "metrics")
     directories = [Path(d) for d in args.rules or []] if with_shipped else [args.directory]
     for directory in directories:
         problem = rule_directory_problem(directory)
@@ -171,6 +178,9 @@ def rules_main(argv: list[str]) -> int:
         return 0
     if args.action == "doc":
         print(rules_reference(loaded), end="")
+        return 0
+    if args.action == "metrics":
+        print(metrics_reference(loaded), end="")
         return 0
     if args.action == "export":
         base = args.runbook_base or settings_from(argparse.Namespace()).runbook_base

@@ -14,8 +14,8 @@ from vtop.cli.options import add_view_options, parser, settings_from
 from vtop.core.ingest.open_feed import open_feed
 from vtop.core.manage.apply import wait_ready
 from vtop.core.manage.process import ProcessError, port_of, start, stop
-from vtop.core.process_state import (
-    ServerState,
+from vtop.core.managed_server import (
+    ManagedServer,
     forget,
     is_alive,
     keep_reaped,
@@ -57,7 +57,7 @@ def split_vllm_args(argv: list[str]) -> tuple[list[str], list[str]]:
     return argv[:at], argv[at + 1 :]
 
 
-def running(name: str) -> ServerState | None:
+def running(name: str) -> ManagedServer | None:
     """A live managed server with this name."""
     return next((s for s in managed(state_dir()) if s.name == name and is_alive(s)), None)
 
@@ -87,7 +87,7 @@ def serve_main(argv: list[str]) -> int:
     return code
 
 
-def report_ready(state: ServerState, timeout: float) -> int:
+def report_ready(state: ManagedServer, timeout: float) -> int:
     """Wait for /health; print ready or why it failed."""
     problem = asyncio.run(wait_ready(state, timeout))
     if problem is None:
@@ -97,7 +97,7 @@ def report_ready(state: ServerState, timeout: float) -> int:
     return EXIT_NOT_READY
 
 
-def watch(state: ServerState, args: argparse.Namespace) -> int:
+def watch(state: ManagedServer, args: argparse.Namespace) -> int:
     """The dashboard on a managed server, with its log."""
     vllm_args = args.vllm_args or shlex.join(state.argv)
     settings = settings_from(args, urls=(state.url,), vllm_args=vllm_args)
@@ -127,7 +127,7 @@ def ps_main(argv: list[str]) -> int:
     return 0
 
 
-def pick_server(name: str | None) -> ServerState:
+def pick_server(name: str | None) -> ManagedServer:
     """The named managed server, or the only one."""
     states = managed(state_dir())
     chosen = [s for s in states if name in (None, s.name)]

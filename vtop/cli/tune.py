@@ -18,8 +18,8 @@ from vtop.cli.serve import pick_server
 from vtop.core.manage.apply import Applied
 from vtop.core.manage.bench import BenchConfig, Lengths
 from vtop.core.manage.verdict import comparison_lines
+from vtop.core.managed_server import is_alive, state_dir
 from vtop.core.ops.tune import TuneOptions, tune
-from vtop.core.process_state import is_alive, state_dir
 
 EXIT_ROLLED_BACK, EXIT_NOTHING = 1, 2
 

@@ -1,7 +1,7 @@
 """The core: everything vtop knows and does without a screen (no Textual, plotext or vtop.ui
 here; an import contract keeps it). Its folders are floors, each importing only those below:
 
-    ops > manage > session | whatif > rules | ingest > config > store > catalog, process_state
+    ops > manage > session | whatif > rules | ingest > config > store > catalog, managed_server
     > frame, histogram, redact, strict_json
 
 Offers, by floor: the orchestrations (`ops`), the managed process and the apply flow
@@ -10,4 +10,4 @@ rules as data (`rules`), frames from the world (`ingest`), the server"s config a
 settings (`config`), the series store (`store`), and the shared data (`frame` and the leaves).
 """
 
-__all__ = ["catalog", "frame", "histogram", "process_state", "redact", "strict_json"]
+__all__ = ["catalog", "frame", "histogram", "managed_server", "redact", "strict_json"]

@@ -94,6 +94,8 @@ class ParseError:
     line_number: int
     line: str
     message: str
+    refused_by_prometheus: bool = False
+    """Not a line vtop cannot read, but one Prometheus would fail the whole scrape on."""
 
     def __str__(self) -> str:
         shown = self.line if len(self.line) <= 120 else self.line[:117] + "..."
@@ -173,7 +175,7 @@ class GpuReading:
     errors: tuple[str, ...] = ()
 
 
-class GpuState(enum.Enum):
+class GpuStatus(enum.Enum):
     """Whether GPU readings are available at all."""
 
     OK = "ok"
@@ -185,7 +187,7 @@ class GpuState(enum.Enum):
 class GpuSnapshot:
     """All GPUs at one instant, or why there are none."""
 
-    state: GpuState
+    state: GpuStatus
     gpus: tuple[GpuReading, ...] = ()
     driver_version: str | None = None
     message: str = ""

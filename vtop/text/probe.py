@@ -18,6 +18,12 @@ def _s(value: float | None) -> str:
     return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.2f} s"
 
 
+def tokens_in_reads(probe: ProbeResult) -> str:
+    """`16 tokens in 18 reads`: how the answer arrived on the socket."""
+    reads = len(probe.reads)
+    return f"{probe.tokens} tokens in {reads} read{'' if reads == 1 else 's'}"
+
+
 def canary_line(probe: ProbeResult) -> str:
     """`completions: HTTP 200, first byte 31 ms, first token 31 ms, 16 tokens in 18 reads ...`"""
     if probe.status is None:
@@ -30,7 +36,7 @@ def canary_line(probe: ProbeResult) -> str:
         parts += [
             f"first byte {_s(probe.first_byte_s)}",
             f"first token {_s(probe.first_token_s)}",
-            f"{probe.tokens} tokens in {reads} reads ({per_token})",
+            f"{tokens_in_reads(probe)} ({per_token})",
             f"longest silence {_s(probe.max_gap_s)}",
             f"done {_s(probe.duration_s)}",
         ]

@@ -9,7 +9,7 @@ from typing import Any
 
 from vtop.core.config.inference import is_inferred
 from vtop.core.config.server_config import ServerConfig, Setting
-from vtop.core.rules.engine import Finding, ProposedChange
+from vtop.core.rules.engine import Finding, Pending, ProposedChange
 from vtop.core.session.diagnose import Diagnosis, FleetDiagnosis
 from vtop.core.session.session import Mark
 
@@ -94,6 +94,7 @@ def text_report(diagnosis: Diagnosis) -> str:
         lines.append("")
         lines.append("PRIMARY" if index == 0 and finding.rule.severity != "info" else "ALSO")
         lines += finding_lines(finding, "  ", diagnosis.config)
+    lines += _pending_lines(triage.pending)
     lines += _statistics_lines(diagnosis)
     if triage.unchecked:
         lines.append("")
@@ -103,6 +104,19 @@ def text_report(diagnosis: Diagnosis) -> str:
     if diagnosis.events:
         lines += ["", "EVENTS", *(f"  {event_text(event)}" for event in diagnosis.events)]
     return "\n".join(lines)
+
+
+def _pending_lines(pending: tuple[Pending, ...]) -> list[str]:
+    """Rules holding at the end of the window, not yet for their `for:`."""
+    if not pending:
+        return []
+    lines = ["", "PENDING (holds, not yet for its for:)"]
+    for item in pending:
+        lines.append(
+            f"  [{item.rule.severity.upper()}] {item.rule.id} {item.rule.title}: holds for "
+            f"{item.held_s:.0f} s of {item.rule.for_s:.0f} s (run again, or a longer --window)"
+        )
+    return lines
 
 
 STOPPED_HINT = (
@@ -211,6 +225,17 @@ def json_report(diagnosis: Diagnosis) -> dict[str, Any]:
         "unchecked": [
             {"id": u.rule.id, "missing": list(u.missing), "how": u.how}
             for u in (triage.unchecked if triage else ())
+        ],
+        "pending": [
+            {
+                "id": item.rule.id,
+                "title": item.rule.title,
+                "severity": item.rule.severity,
+                "labels": dict(item.labels),
+                "held_s": json_number(round(item.held_s, 3)),
+                "for_s": json_number(item.rule.for_s),
+            }
+            for item in (triage.pending if triage else ())
         ],
         "statistics": dataclasses.asdict(diagnosis.summary) if diagnosis.summary else None,
         "config": _settings_json(diagnosis.config.settings),

@@ -38,9 +38,9 @@ def _budget(tokens: int, inferred: tuple[str, ...]) -> str:
     return f"budget {tokens} tokens/step{said}"
 
 
-def _cap(seqs: int, inferred: tuple[str, ...]) -> str:
+def _cap(seqs: int, inferred: tuple[str, ...], because: str) -> str:
     if seqs >= UNBOUNDED_SEQS:
-        return "max-num-seqs unknown (nothing waited: taken as not binding)"
+        return f"max-num-seqs unknown ({because or 'nothing waited'}: taken as not binding)"
     return f"max-num-seqs {seqs}" + (" (inferred)" if "max_num_seqs" in inferred else "")
 
 
@@ -52,8 +52,9 @@ def _model_lines(prediction: Prediction) -> list[str]:
         if workload.clients
         else f"{workload.arrivals_per_s:.2f} requests/s arriving"
     )
+    cap = _cap(fit.config.max_num_seqs, fit.inferred, fit.cap_unbound_because)
     return [
-        f"MODEL  {fit.engines} engine(s), {_cap(fit.config.max_num_seqs, fit.inferred)}, "
+        f"MODEL  {fit.engines} engine(s), {cap}, "
         f"{_budget(fit.config.max_num_batched_tokens, fit.inferred)}, "
         f"{fit.config.num_blocks} KV blocks of {fit.config.block_size}",
         f"       {_step(prediction)}",
@@ -133,6 +134,7 @@ def json_whatif(prediction: Prediction) -> dict[str, Any]:
                 None if fit.config.max_num_seqs >= UNBOUNDED_SEQS else fit.config.max_num_seqs
             ),
             "inferred": list(fit.inferred),
+            "max_num_seqs_unbound_because": fit.cap_unbound_because or None,
             "max_num_batched_tokens": (
                 None
                 if fit.config.max_num_batched_tokens >= UNBOUNDED_BUDGET

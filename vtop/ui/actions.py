@@ -23,11 +23,11 @@ from vtop.core.manage.audit import audit
 from vtop.core.manage.flag_edits import apply_change, argv_diff
 from vtop.core.manage.process import ProcessError
 from vtop.core.manage.verdict import Measurement, comparison_lines, measure
+from vtop.core.managed_server import ManagedServer, state_dir
 from vtop.core.ops.rank import PrimaryPredictions, finding_predictions, target_figure
-from vtop.core.process_state import ServerState, state_dir
 from vtop.core.rules.engine import Finding, ProposedChange
 from vtop.core.session.diagnose import diagnosis
-from vtop.core.session.session import Session, TargetState, short_key
+from vtop.core.session.session import Session, TargetView, short_key
 from vtop.core.whatif.predict import FLAGS, ChangePrediction, predict_change
 from vtop.core.whatif.profile import ProfileError, StepProfiles
 from vtop.text.report import json_report, text_report
@@ -60,7 +60,7 @@ class DashboardActions:
         self,
         settings: Settings,
         feed: Feed,
-        server: ServerState | None,
+        server: ManagedServer | None,
         readonly: bool,
         ui: Ui,
         clock: Callable[[], float] = time.time,
@@ -78,15 +78,13 @@ class DashboardActions:
         """The managed server's pid (its GPU users are marked in the GPU panel)."""
         return frozenset({self.server.pid}) if self.server is not None else frozenset()
 
-    def explanation(self, session: Session, target: TargetState, finding: Finding) -> str:
+    def explanation(self, session: Session, target: TargetView, finding: Finding) -> str:
         """The finding in full, with its changes ranked by the scheduler model."""
         body = explain(finding, target.config)
         predictions = self.alternatives(session, target, finding)
         return body if predictions is None else f"{body}\n\n{text_predictions(predictions)}"
 
-    def explain(
-        self, session: Session, target: TargetState | None, finding: Finding | None
-    ) -> None:
+    def explain(self, session: Session, target: TargetView | None, finding: Finding | None) -> None:
         """`e`, Enter: the highlighted (else the primary) finding in full."""
         if finding is None or target is None:
             self.ui.notify("no finding to explain")
@@ -94,7 +92,7 @@ class DashboardActions:
         title = f"{short_key(finding)}: {finding.rule.title}"
         self.ui.show(title, self.explanation(session, target, finding))
 
-    def diagnosis(self, session: Session, target: TargetState | None) -> None:
+    def diagnosis(self, session: Session, target: TargetView | None) -> None:
         """`d`: the `vtop diagnose` report of the target on screen, from the same function."""
         if target is None:
             self.ui.notify("no data yet")
@@ -104,7 +102,7 @@ class DashboardActions:
         )
 
     def alternatives(
-        self, session: Session, target: TargetState, finding: Finding
+        self, session: Session, target: TargetView, finding: Finding
     ) -> PrimaryPredictions | None:
         """The finding's changes ranked by the scheduler model (None: none it knows)."""
         now = session.now
@@ -125,7 +123,7 @@ class DashboardActions:
         seen = now - store.time_of(store.oldest_tick) if store.tick >= 0 else 0.0
         return max(min(seen, MODEL_WINDOW_S), self.settings.window_s)
 
-    def bundle(self, session: Session, target: TargetState | None) -> None:
+    def bundle(self, session: Session, target: TargetView | None) -> None:
         """`b`: an incident bundle of the recent frames, written off the event loop."""
         if target is None:
             self.ui.notify("no data to bundle yet")
@@ -147,7 +145,7 @@ class DashboardActions:
         write_bundle(path, frames, contents)
         self.ui.notify(f"bundle written: {path}")
 
-    def managed_server(self) -> ServerState | None:
+    def managed_server(self) -> ManagedServer | None:
         """The server vtop may act on, or None with the reason told."""
         if self.server is None:
             self.ui.notify("vtop did not start this server (`vtop serve`): nothing to apply")
@@ -158,7 +156,7 @@ class DashboardActions:
         return self.server
 
     async def apply(
-        self, session: Callable[[], Session], target: TargetState | None, finding: Finding | None
+        self, session: Callable[[], Session], target: TargetView | None, finding: Finding | None
     ) -> None:
         """`a`: confirm the argv diff, then the one apply flow on the server's own traffic."""
         server = self.managed_server()
@@ -185,7 +183,7 @@ class DashboardActions:
         before = self.measure_now(session(), target.target)
         await self.drain(session, target.target)
 
-        async def after(_state: ServerState) -> Measurement:
+        async def after(_state: ManagedServer) -> Measurement:
             await asyncio.sleep(self.settings.window_s + self.feed.status(self.clock()).interval_s)
             return self.measure_now(session(), target.target)
 
@@ -203,7 +201,7 @@ class DashboardActions:
         self.ui.show("apply: before / after", "\n".join(result_lines(result)))
 
     def predict(
-        self, session: Session, target: TargetState, change: ProposedChange
+        self, session: Session, target: TargetView, change: ProposedChange
     ) -> ChangePrediction:
         """The scheduler model's prediction for the change, on the session's last window."""
         if session.now is None:
@@ -237,7 +235,7 @@ class DashboardActions:
         self.feed.note(event)
         self.ui.notify(f"{event.kind}: {event.message}")
 
-    def follow(self, state: ServerState) -> None:
+    def follow(self, state: ManagedServer) -> None:
         """Watch the restarted server (new pid, same URL and log)."""
         self.server = state
         self.feed.follow(state)

@@ -27,9 +27,9 @@ from vtop.core.config.settings import Settings
 from vtop.core.ingest.feed_status import Control, Mode, Moved
 from vtop.core.ingest.feeds import Feed
 from vtop.core.ingest.sources.probe import ProbeOptions
-from vtop.core.process_state import ServerState
+from vtop.core.managed_server import ManagedServer
 from vtop.core.rules.rule import Rule
-from vtop.core.session.session import RULE_BUDGET, Session, TargetState, store_ticks_for
+from vtop.core.session.session import RULE_BUDGET, Session, TargetView, store_ticks_for
 from vtop.ui import panels
 from vtop.ui.actions import DashboardActions, Ui
 from vtop.ui.keys import BINDINGS, REPLAY_ONLY, SERVER_ONLY, system_commands
@@ -38,7 +38,7 @@ from vtop.ui.screens.confirm import ConfirmScreen
 from vtop.ui.screens.dashboard import DashboardScreen
 from vtop.ui.screens.fleet import FleetScreen
 from vtop.ui.screens.text_screen import TextScreen
-from vtop.ui.state import Shown, Surroundings, build
+from vtop.ui.shown import Shown, Surroundings, build
 from vtop.ui.widgets.banner import Banner
 
 NARROW_BELOW = 110
@@ -76,7 +76,7 @@ class VtopApp(App[int]):
         options: DiagnoseOptions | None = None,
         *,
         clock: Callable[[], float] = time.time,
-        server: ServerState | None = None,
+        server: ManagedServer | None = None,
         readonly: bool = False,
         fleet: bool | None = None,
     ) -> None:
@@ -99,12 +99,12 @@ class VtopApp(App[int]):
         self._interval = settings.interval_s
 
     @property
-    def server(self) -> ServerState | None:
+    def server(self) -> ManagedServer | None:
         """The vLLM server vtop manages here (None when it only watches)."""
         return self.actions.server
 
     @property
-    def target(self) -> TargetState | None:
+    def target(self) -> TargetView | None:
         """The endpoint on screen."""
         return self.shown.target if self.shown is not None else None
 

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from textual.app import SystemCommand
 from textual.binding import Binding, BindingType
 
 from vtop.core.config.settings import PANELS
-
-if TYPE_CHECKING:
-    from vtop.ui.app import VtopApp
 
 REPLAY_ONLY = frozenset({"step", "jump", "speed"})
 SERVER_ONLY = frozenset({"apply", "restart"})
@@ -47,7 +44,20 @@ BINDINGS: list[BindingType] = [
 (a replay's steps, a managed server's apply)."""
 
 
-def system_commands(app: VtopApp, replaying: bool) -> Iterator[SystemCommand]:
+class Commanded(Protocol):
+    """The actions the palette's commands call (the dashboard app has them all)."""
+
+    def action_pause(self) -> None: ...
+    def action_diagnosis(self) -> None: ...
+    def action_explain(self) -> None: ...
+    def action_bundle(self) -> None: ...
+    def action_fleet(self, back: bool = False) -> None: ...
+    def action_speed(self) -> None: ...
+    def action_step(self, frames: int) -> None: ...
+    def action_toggle_panel(self, panel: str) -> None: ...
+
+
+def system_commands(app: Commanded, replaying: bool) -> Iterator[SystemCommand]:
     """The palette's vtop commands (after Textual's own)."""
     yield SystemCommand("Pause / resume", "p: freeze the display or the replay", app.action_pause)
     yield SystemCommand("Diagnosis", "d: the full triage report", app.action_diagnosis)
@@ -64,6 +74,6 @@ def system_commands(app: VtopApp, replaying: bool) -> Iterator[SystemCommand]:
         )
 
 
-def _toggler(app: VtopApp, panel: str) -> Callable[[], None]:
+def _toggler(app: Commanded, panel: str) -> Callable[[], None]:
     """A callback that toggles one panel."""
     return lambda: app.action_toggle_panel(panel)

@@ -20,7 +20,7 @@ from vtop.core.session.session import Session
 from vtop.core.store.summary import TargetSummary
 from vtop.ui.chart_data import bucket_counts, line_points, mark_offsets
 from vtop.ui.format import number, seconds
-from vtop.ui.state import Shown, prometheus_down
+from vtop.ui.shown import Shown, prometheus_down
 from vtop.ui.widgets.time_chart import TimeChart
 from vtop.ui.widgets.ttft_histogram import TtftHistogram
 

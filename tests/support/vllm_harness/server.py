@@ -20,6 +20,7 @@ FAST_START = {"VLLM_USE_AOT_COMPILE": "0"}
 attribute 'finalize_loading'") and compiles it again at every start; without AOT it reuses the
 inductor cache (about 10 s of each start here). Nothing the tests measure depends on it."""
 MAKE_MODEL = Path(__file__).with_name("make_model.py")
+MAKE_LORA = Path(__file__).with_name("make_lora.py")
 READY_TIMEOUT_S = 900.0
 TEST_MODEL = "medium"
 """The random-weight model the incidents run on (4 layers, width 512): heavy enough that an
@@ -58,6 +59,21 @@ def model_dir(size: str) -> Path:
     return out
 
 
+def lora_dirs(size: str, count: int) -> list[Path]:
+    """`count` random LoRA adapters for the model, built offline once and cached under .cache/
+    (named lora-0, lora-1, ...: the names requests ask for)."""
+    out = CACHE / "loras" / size
+    names = [f"lora-{index}" for index in range(count)]
+    if not all((out / name / "adapter_model.safetensors").exists() for name in names):
+        subprocess.run(
+            [str(vllm_python()), str(MAKE_LORA), str(model_dir(size)), str(out), *names],
+            check=True,
+            capture_output=True,
+            env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        )
+    return [out / name for name in names]
+
+
 def free_port() -> int:
     """A free TCP port on 127.0.0.1."""
     with socket.socket() as sock:
@@ -79,6 +95,10 @@ class ServerSpec:
     kv_cache_space_gib: int = 1
     max_num_queued_reqs: int | None = None
     """vLLM's admission limit: requests beyond it are answered 503."""
+    lora_adapters: int = 0
+    """Random LoRA adapters served beside the base model (named lora-0, lora-1, ...)."""
+    max_loras: int = 1
+    """--max-loras, where adapters are served."""
 
     def flags(self) -> list[str]:
         """`vllm serve` flags for this spec (model, host and port excluded)."""
@@ -98,6 +118,10 @@ class ServerSpec:
             flags.append(
                 "--enable-prefix-caching" if self.prefix_caching else "--no-enable-prefix-caching"
             )
+        if self.lora_adapters:
+            modules = [f"{p.name}={p}" for p in lora_dirs(self.model, self.lora_adapters)]
+            flags += ["--enable-lora", "--max-loras", str(self.max_loras)]
+            flags += ["--max-lora-rank", "8", "--lora-modules", *modules]
         return flags
 
 

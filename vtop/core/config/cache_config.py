@@ -26,6 +26,8 @@ class CacheConfig:
     kv_cache_memory_bytes: int | None
     num_gpu_blocks_override: int | None = None
     """0 when the server reports it unset ("None"); None when it does not report it."""
+    kv_offloading_size: float | None = None
+    """GiB of KV offload space (--kv-offloading-size): 0 when reported unset ("None")."""
 
 
 def _int(value: str | None) -> int | None:
@@ -74,6 +76,11 @@ def cache_config_from_labels(labels: dict[str, str]) -> CacheConfig:
         max_concurrency=optional_float(labels.get("kv_cache_max_concurrency")),
         kv_cache_memory_bytes=_unset_is_zero(labels, "kv_cache_memory_bytes"),
         num_gpu_blocks_override=_unset_is_zero(labels, "num_gpu_blocks_override"),
+        kv_offloading_size=(
+            0.0
+            if labels.get("kv_offloading_size") == "None"
+            else optional_float(labels.get("kv_offloading_size"))
+        ),
     )
 
 

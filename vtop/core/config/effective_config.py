@@ -9,7 +9,7 @@ from vtop.core.config.cache_config import cache_configs
 from vtop.core.config.kv import MODEL_CONFIG, ModelShape, bytes_per_token
 from vtop.core.config.server_config import Fact, ServerConfig, Setting, assemble
 from vtop.core.config.settings import Settings
-from vtop.core.frame import GpuSnapshot, GpuState, TargetScrape
+from vtop.core.frame import GpuSnapshot, GpuStatus, TargetScrape
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ def server_config(
     scrape: TargetScrape | None, gpu: GpuSnapshot | None, options: DiagnoseOptions
 ) -> ServerConfig:
     """The effective config from what the server reports, its log, its argv and the GPU."""
-    gpus = gpu.gpus if gpu is not None and gpu.state is GpuState.OK else ()
+    gpus = gpu.gpus if gpu is not None and gpu.state is GpuStatus.OK else ()
     reported = scrape.server_settings if scrape is not None else ()
     config = assemble(
         argv=options.vllm_args,

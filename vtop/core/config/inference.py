@@ -196,7 +196,8 @@ def engine_windows(store: Store, target: str, now: float, window: float) -> list
             continue
         peak = max(values)
         waits = [value for _, value in waiting.get(key, [])]
-        average_wait = (math.fsum(waits) / len(waits) if waits else 0.0) - deferred.get(key, 0.0)
+        deferred_here = deferred.get(key, 0.0)
+        average_wait = (math.fsum(waits) / len(waits) if waits else 0.0) - deferred_here
         windows.append(
             EngineWindow(
                 labels=key,
@@ -205,7 +206,8 @@ def engine_windows(store: Store, target: str, now: float, window: float) -> list
                 running_peak=peak,
                 running_share_at_peak=sum(1 for v in values if v == peak) / len(values),
                 running_little=little.get(key),
-                waiting=max(average_wait, queue_rate.get(key, 0.0)),
+                # the queue-time counter counts the deferred requests' wait too
+                waiting=max(average_wait, queue_rate.get(key, 0.0) - deferred_here),
                 kv_peak=max((value for _, value in kv.get(key, [])), default=math.nan),
                 preemptions=preempted.get(key, 0.0),
                 generated=generated.get(key, 0.0),

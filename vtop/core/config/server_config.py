@@ -31,6 +31,7 @@ NUMERIC = (
     "num_gpu_blocks_override",
     "kv_cache_memory_bytes",
     "kv_cache_fp8",
+    "kv_offloading_size",
     "gpu_peak_flops",
     "gpu_peak_bytes_per_s",
 )
@@ -48,6 +49,7 @@ FLAG_NAMES = {
     "num_gpu_blocks_override": "--num-gpu-blocks-override",
     "kv_cache_memory_bytes": "--kv-cache-memory-bytes",
     "kv_cache_dtype": "--kv-cache-dtype",
+    "kv_offloading_size": "--kv-offloading-size",
     "model": "--model",
 }
 SHORT_FLAGS = {
@@ -244,6 +246,7 @@ def from_cache_configs(configs: list[CacheConfig]) -> dict[str, Setting]:
         ("num_gpu_blocks_override", first.num_gpu_blocks_override),
         ("kv_cache_memory_bytes", first.kv_cache_memory_bytes),
         ("kv_cache_dtype", first.cache_dtype),
+        ("kv_offloading_size", first.kv_offloading_size),
     ):
         if value is not None:
             found[name] = Setting(value, "cache_config_info")

@@ -8,6 +8,7 @@ Python code per line.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from vtop.core.ingest.exposition_lines import (
     quoted_name,
     type_line,
 )
+from vtop.core.ingest.openmetrics_strict import prometheus_rejection
 from vtop.core.store.rings import KEPT_PREFIXES, OTHER_MAX_SERIES, PROCESS_START, is_kept
 
 METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*\Z")
@@ -116,6 +118,14 @@ def _lines(text: str) -> Iterator[str]:
         start = cut + 1
 
 
+def _note_refusal(text: str, parsed: ParsedExposition) -> None:
+    """Add the line Prometheus would fail an OpenMetrics scrape on, unless vtop already could
+    not read that line."""
+    refusal = prometheus_rejection(_lines(text))
+    if refusal is not None and all(e.line_number != refusal.line_number for e in parsed.errors):
+        parsed.errors.append(dataclasses.replace(refusal, refused_by_prometheus=True))
+
+
 def layout_of(text: str, parsed: ParsedExposition, heads: dict[str, Series]) -> _Layout | None:
     """The layout of a cleanly parsed text-format payload, None when it has no stable shape."""
     if (
@@ -160,6 +170,8 @@ class ExpositionParser:
                 self.layout_hits += 1
                 return ParsedExposition(samples, dict(self._layout_types))
         parsed = self._parse_lines(text, openmetrics)
+        if openmetrics:
+            _note_refusal(text, parsed)
         self._layout = None if openmetrics else layout_of(text, parsed, self._series_by_head)
         self._layout_types = dict(parsed.types)
         return parsed

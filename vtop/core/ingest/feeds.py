@@ -35,7 +35,7 @@ from vtop.core.ingest.sources.nvml import NvmlSource
 from vtop.core.ingest.sources.probe import ProbeSource
 from vtop.core.ingest.sources.process_log import LogTail
 from vtop.core.ingest.sources.vllm_http import VllmHttpSource
-from vtop.core.process_state import ServerState, is_alive, read_log, reap
+from vtop.core.managed_server import ManagedServer, is_alive, read_log, reap
 
 MAX_BACKOFF_S = 30.0
 DEADLINE_SHARE = 0.8
@@ -55,7 +55,7 @@ class Feed(Protocol):
 
     def control(self, action: Control, amount: float = 0.0) -> Moved: ...
 
-    def follow(self, server: ServerState) -> None: ...
+    def follow(self, server: ManagedServer) -> None: ...
 
     def note(self, event: Event) -> None: ...
 
@@ -119,7 +119,7 @@ class LiveFeed:
         nvml: NvmlSource | None,
         interval: float,
         log: LogTail | None = None,
-        server: ServerState | None = None,
+        server: ManagedServer | None = None,
         canaries: Canaries | None = None,
     ) -> None:
         self.sources = list(sources)
@@ -187,7 +187,7 @@ class LiveFeed:
         it on the charts and a recording keeps it."""
         self._noted.append(event)
 
-    def follow(self, server: ServerState) -> None:
+    def follow(self, server: ManagedServer) -> None:
         """Watch a restarted server (same URL and log, new pid)."""
         self.server, self._exit_reported = server, False
         if self.log is not None:
@@ -319,7 +319,7 @@ class ReplayFeed:
         first = self.recorded[0].timestamp
         return sum(1 for f in self.recorded if f.timestamp - first <= offset_s)
 
-    def follow(self, server: ServerState) -> None:
+    def follow(self, server: ManagedServer) -> None:
         """A recording follows no server."""
 
     def note(self, event: Event) -> None:
@@ -357,7 +357,7 @@ class RecordingFeed:
         """The inner feed's controls."""
         return self.inner.control(action, amount)
 
-    def follow(self, server: ServerState) -> None:
+    def follow(self, server: ManagedServer) -> None:
         """The inner feed follows the restarted server."""
         self.inner.follow(server)
 

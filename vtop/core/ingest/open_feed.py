@@ -15,7 +15,7 @@ from vtop.core.ingest.sources.probe import ProbeOptions, ProbeSource
 from vtop.core.ingest.sources.process_log import LogTail
 from vtop.core.ingest.sources.prometheus import PrometheusClient, PrometheusFeed
 from vtop.core.ingest.sources.vllm_http import ScrapeOptions, VllmHttpSource
-from vtop.core.process_state import ServerState
+from vtop.core.managed_server import ManagedServer
 
 PROBE_TIMEOUT_S = 75.0
 
@@ -29,7 +29,7 @@ def open_feed(
     settings: Settings,
     *,
     gpus: bool = True,
-    server: ServerState | None = None,
+    server: ManagedServer | None = None,
     record: Path | None = None,
 ) -> Feed:
     """The feed of the settings' endpoints (or of their Prometheus server); with `server`, the

@@ -15,6 +15,8 @@ from vtop.core.frame import Labels, Sample, SampleColumns, Series, TargetScrape
 from vtop.core.histogram import optional_float
 
 SHOWN = 120
+REFUSED = "Prometheus would refuse this scrape"
+"""An OpenMetrics line vtop reads but Prometheus would fail the whole scrape on."""
 
 
 @dataclass(frozen=True)
@@ -42,7 +44,12 @@ class QualityChecker:
     ) -> tuple[Defect, ...]:
         """Every defect of the scrape: parse errors, the store's refusals, bucket order."""
         defects = [
-            Defect("malformed line", e.line_number, _shown(e.line)) for e in scrape.parse_errors
+            Defect(
+                REFUSED if e.refused_by_prometheus else "malformed line",
+                e.line_number,
+                f"{e.message}: {_shown(e.line)}" if e.refused_by_prometheus else _shown(e.line),
+            )
+            for e in scrape.parse_errors
         ]
         lines: list[str] | None = None
         for kind, found in store_defects.items():

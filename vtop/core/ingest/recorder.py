@@ -25,7 +25,7 @@ from vtop.core.frame import (
     Frame,
     GpuReading,
     GpuSnapshot,
-    GpuState,
+    GpuStatus,
     ProbeResult,
     ProcessInfo,
     ScrapeStatus,
@@ -274,7 +274,7 @@ def _gpu(data: dict[str, Any]) -> GpuSnapshot:
         fields["errors"] = tuple(fields.get("errors", ()))
         gpus.append(GpuReading(**fields))
     return GpuSnapshot(
-        GpuState(data["state"]), tuple(gpus), data.get("driver_version"), data.get("message", "")
+        GpuStatus(data["state"]), tuple(gpus), data.get("driver_version"), data.get("message", "")
     )
 
 

@@ -23,17 +23,17 @@ from vtop.core.manage.audit import audit
 from vtop.core.manage.flag_edits import apply_change, argv_diff
 from vtop.core.manage.process import ProcessError, foreign_listener, restart
 from vtop.core.manage.verdict import Measurement, Verdict, judge
-from vtop.core.process_state import ServerState, is_alive, read_log, reap
+from vtop.core.managed_server import ManagedServer, is_alive, read_log, reap
 from vtop.core.rules.engine import Finding, ProposedChange
 from vtop.core.whatif.predict import ChangePrediction
 
 READY_TIMEOUT_S = 900.0
 
-MeasureAfter = Callable[[ServerState], Awaitable[Measurement]]
+MeasureAfter = Callable[[ManagedServer], Awaitable[Measurement]]
 """The traffic after the restart, measured on the restarted server."""
 Tell = Callable[[Event], None]
 """Where the "applied" and "rollback" events go (a feed's next frame, a report)."""
-Followed = Callable[[ServerState], None]
+Followed = Callable[[ManagedServer], None]
 """Called with each new server state (the dashboard's feed follows the new process)."""
 
 
@@ -41,7 +41,7 @@ Followed = Callable[[ServerState], None]
 class Applied:
     """What the flow did, for the report, the audit log and the exit code."""
 
-    state: ServerState
+    state: ManagedServer
     finding: Finding
     change: ProposedChange
     diff: tuple[str, ...]
@@ -59,7 +59,7 @@ class Applied:
         return not self.rolled_back and self.verdict is not None and self.verdict.improved
 
 
-async def wait_ready(state: ServerState, timeout: float) -> str | None:
+async def wait_ready(state: ManagedServer, timeout: float) -> str | None:
     """None when the server's own /health answers; else why not (it died, another process
     answers on its port, or time ran out)."""
     deadline = time.monotonic() + timeout
@@ -87,8 +87,8 @@ async def wait_ready(state: ServerState, timeout: float) -> str | None:
 
 
 async def switch(
-    state: ServerState, argv: list[str], directory: Path, followed: Followed
-) -> ServerState:
+    state: ManagedServer, argv: list[str], directory: Path, followed: Followed
+) -> ManagedServer:
     """Restart with argv in a thread, follow the new process, wait until it is ready
     (a problem is raised as ProcessError)."""
     new_state = await asyncio.to_thread(restart, state, argv, directory)
@@ -100,7 +100,7 @@ async def switch(
 
 
 async def apply_and_verify(
-    state: ServerState,
+    state: ManagedServer,
     finding: Finding,
     change: ProposedChange,
     before: Measurement,

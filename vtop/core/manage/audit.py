@@ -8,7 +8,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from vtop.core.process_state import private_directory
+from vtop.core.managed_server import private_directory
 from vtop.core.redact import redactor
 
 

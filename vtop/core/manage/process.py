@@ -15,8 +15,8 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from vtop.core.process_state import (
-    ServerState,
+from vtop.core.managed_server import (
+    ManagedServer,
     is_alive,
     is_zombie,
     keep_reaped,
@@ -48,7 +48,7 @@ _SECRETS: dict[str, dict[str, str]] = {}
 """Secret environment values of the servers this vtop process started, by name."""
 
 
-def members(state: ServerState) -> list[int]:
+def members(state: ManagedServer) -> list[int]:
     """Live processes that belong to the server: its session (vtop started it as a session
     leader), or carrying its token in their environment (they left the session with setsid(),
     or their parent exited). Never found by name."""
@@ -73,7 +73,7 @@ def _session_of(pid: int) -> int | None:
         return None
 
 
-def _carries(pid: int, state: ServerState) -> bool:
+def _carries(pid: int, state: ManagedServer) -> bool:
     """True when the process's environment holds the server's token."""
     if not state.token:
         return False
@@ -108,7 +108,7 @@ def listeners(port: int) -> list[int]:
     return owners
 
 
-def foreign_listener(state: ServerState) -> int | None:
+def foreign_listener(state: ManagedServer) -> int | None:
     """A process listening on the server's port that is not the server's own (None when the
     port is the server's, or nobody listens yet)."""
     if state.port is None:
@@ -147,7 +147,7 @@ def port_of(argv: Sequence[str]) -> int | None:
 
 def start(
     name: str, argv: Sequence[str], directory: Path, env: Mapping[str, str] | None = None
-) -> tuple[ServerState, subprocess.Popen[bytes]]:
+) -> tuple[ManagedServer, subprocess.Popen[bytes]]:
     """Start argv in its own session, output to a log file; write the state file.
 
     `env` is added to vtop's environment and remembered, so a restart gets the same.
@@ -184,7 +184,7 @@ def start(
     _SECRETS[name] = {k: extra[k] for k in hidden}
     remember(*_SECRETS[name].values(), *secrets_in_argv(command))
     redactor = Redactor.of(command, extra)
-    state = ServerState(
+    state = ManagedServer(
         name,
         child.pid,
         os.getpgid(child.pid),
@@ -201,7 +201,7 @@ def start(
     return state, child
 
 
-def stop(state: ServerState, timeout: float = STOP_TIMEOUT_S) -> str:
+def stop(state: ManagedServer, timeout: float = STOP_TIMEOUT_S) -> str:
     """SIGTERM the server and every process that belongs to it (its group, its session, and
     those carrying its token: an engine that left the session or outlived its parent), wait,
     then SIGKILL what is left. A state file without the kernel start time is not trusted for a
@@ -227,7 +227,7 @@ def stop(state: ServerState, timeout: float = STOP_TIMEOUT_S) -> str:
     return f"{state.name}: killed (SIGKILL after {timeout:.0f} s)"
 
 
-def _signal_all(state: ServerState, alive: bool, others: list[int], signum: int) -> None:
+def _signal_all(state: ManagedServer, alive: bool, others: list[int], signum: int) -> None:
     """Signal the server's group (while its leader is ours) and each member process."""
     if alive:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -237,7 +237,7 @@ def _signal_all(state: ServerState, alive: bool, others: list[int], signum: int)
             os.kill(pid, signum)
 
 
-def restart(state: ServerState, argv: Sequence[str], directory: Path) -> ServerState:
+def restart(state: ManagedServer, argv: Sequence[str], directory: Path) -> ManagedServer:
     """Stop the server and start it again with `argv` (same name, log and environment; the
     secret values from this vtop process's memory, else its environment)."""
     if any(REDACTED in word for word in argv):

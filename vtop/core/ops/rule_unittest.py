@@ -154,6 +154,7 @@ def _both(engine: Engine, store: Store, now: float, config: dict[str, float | No
         local.findings + fleet.findings,
         local.unchecked + fleet.unchecked,
         local.errors + fleet.errors,
+        local.pending + fleet.pending,
     )
 
 

@@ -19,7 +19,7 @@ from vtop.core.manage.apply import Applied, apply_and_verify
 from vtop.core.manage.bench import Bench, BenchConfig
 from vtop.core.manage.bench_report import BenchReport
 from vtop.core.manage.verdict import Measurement, measure
-from vtop.core.process_state import ServerState, read_log
+from vtop.core.managed_server import ManagedServer, read_log
 from vtop.core.rules.engine import Finding, ProposedChange
 from vtop.core.rules.rule import Rule
 from vtop.core.session.diagnose import DiagnoseOptions, Diagnosis, judged_diagnosis, judged_window
@@ -45,7 +45,7 @@ class TuneOptions:
 
 
 async def measure_window(
-    state: ServerState, load: BenchConfig, settings: Settings
+    state: ManagedServer, load: BenchConfig, settings: Settings
 ) -> tuple[list[Frame], BenchReport]:
     """Run the load and read the server's live feed while it runs (and once after)."""
     feed = open_feed(settings, gpus=False, server=state)
@@ -81,10 +81,12 @@ def measurement(
 
 
 def pick(diagnosis: Diagnosis, finding_id: str | None) -> tuple[Finding, ProposedChange] | None:
-    """The finding to act on (the primary by default) and its first computable change."""
+    """The finding to act on (the primary by default) and its first computable change. By
+    default only findings that call for action (warning, critical) are acted on: an info
+    finding's change is applied only when it is named."""
     if diagnosis.triage is None:
         return None
-    findings = [f for f in diagnosis.triage.findings if finding_id in (None, f.rule.id)]
+    findings = [f for f in diagnosis.triage.findings if _acted_on(f, finding_id)]
     for finding in findings:
         for change in finding.changes:
             if change.as_flag() is not None:
@@ -92,7 +94,14 @@ def pick(diagnosis: Diagnosis, finding_id: str | None) -> tuple[Finding, Propose
     return None
 
 
-async def tune(state: ServerState, options: TuneOptions) -> Applied | str:
+def _acted_on(finding: Finding, finding_id: str | None) -> bool:
+    """The named finding, or by default any that calls for action."""
+    if finding_id is not None:
+        return finding.rule.id == finding_id
+    return finding.rule.severity != "info"
+
+
+async def tune(state: ManagedServer, options: TuneOptions) -> Applied | str:
     """Baseline under the load, then the apply flow measured by the same load; a string says
     why nothing was applied."""
     frames, report = await measure_window(state, options.load(state.url), options.settings)
@@ -104,7 +113,7 @@ async def tune(state: ServerState, options: TuneOptions) -> Applied | str:
     if chosen is None:
         return f"no finding {options.finding_id or ''} with a computable change".replace("  ", " ")
 
-    async def after(new_state: ServerState) -> Measurement:
+    async def after(new_state: ManagedServer) -> Measurement:
         if options.warmup is not None:
             await Bench(options.warmup(new_state.url)).run()
         load = options.load(new_state.url)

@@ -18,6 +18,7 @@ from vtop.core.rules.promql.evaluator import (
     FLEET,
     Context,
     EvaluationError,
+    Picks,
     UnknownValueError,
     evaluate,
 )
@@ -77,12 +78,22 @@ class Unchecked:
 
 
 @dataclass(frozen=True)
+class Pending:
+    """A rule whose condition holds but not yet for its `for:` (Prometheus's pending alert)."""
+
+    rule: Rule
+    labels: Labels
+    held_s: float
+
+
+@dataclass(frozen=True)
 class Triage:
     """Findings ordered by triage, the primary first, symptoms attached to their cause."""
 
     findings: tuple[Finding, ...]
     unchecked: tuple[Unchecked, ...]
     errors: tuple[str, ...] = ()
+    pending: tuple[Pending, ...] = ()
 
     @property
     def primary(self) -> Finding | None:
@@ -131,37 +142,62 @@ class Engine:
     rules: list[Rule]
     active_since: dict[tuple[str, str], dict[Labels, float]] = field(default_factory=dict)
     """Per (target, rule id): since when the condition has held, per label set."""
+    lazy: bool = True
+    """Leave an operator's right side unread when its left is empty (see `Context.lazy`)."""
+    _picks: Picks = field(default_factory=dict)
+    """The selectors' picks, kept across ticks while the store and its series stay the same."""
+    _picked_in: Store | None = None
 
     def evaluate(
         self, store: Store, target: str, now: float, config: Mapping[str, float | None]
     ) -> Triage:
         """All per-server rules for one target at `now`, triaged."""
         rules = [rule for rule in self.rules if rule.scope == "target"]
-        return self._evaluate(rules, Context(store, target, now, config))
+        return self._evaluate(
+            rules, Context(store, target, now, config, lazy=self.lazy, picks=self._kept(store))
+        )
 
     def evaluate_fleet(self, store: Store, now: float) -> Triage:
         """The fleet-scope rules over every server in the store (findings keyed by instance)."""
         rules = [rule for rule in self.rules if rule.scope == "fleet"]
-        return self._evaluate(rules, Context(store, FLEET, now))
+        context = Context(store, FLEET, now, lazy=self.lazy, picks=self._kept(store))
+        return self._evaluate(rules, context)
+
+    def _kept(self, store: Store) -> Picks:
+        """The picks kept for this store (forgotten when another store is evaluated)."""
+        if self._picked_in is not store:
+            self._picks, self._picked_in = {}, store
+        return self._picks
 
     def _evaluate(self, rules: list[Rule], context: Context) -> Triage:
-        """Evaluate rules in one context and triage what holds."""
-        findings: list[Finding] = []
+        """Evaluate rules in one context and triage what holds. Every condition is evaluated
+        (each keeps its `for:` state), the evidence only of findings no other finding defers
+        them to (`unless_found`): the evidence of a suppressed finding would be thrown away."""
+        due: list[tuple[Rule, Labels, float]] = []
         unchecked: list[Unchecked] = []
         errors: list[str] = []
+        pending: list[Pending] = []
         for rule in rules:
             try:
-                findings.extend(self._rule_findings(rule, context))
+                due.extend(self._holding(rule, context, pending))
             except UnknownValueError as missing:
                 unchecked.append(Unchecked(rule, (missing.name,), _how_to_know(missing.name)))
             except EvaluationError as problem:
                 errors.append(f"{rule.path}:{rule.line}: rule {rule.id}: {problem}")
-        fired = {finding.rule.id for finding in findings}
-        findings = [f for f in findings if not fired.intersection(f.rule.unless_found)]
-        return Triage(tuple(triage(findings)), tuple(unchecked), tuple(errors))
+        fired = {rule.id for rule, _, _ in due}
+        findings = [
+            self._finding(rule, labels, since, context)
+            for rule, labels, since in due
+            if not fired.intersection(rule.unless_found)
+        ]
+        pending = [p for p in pending if not fired.intersection(p.rule.unless_found)]
+        return Triage(tuple(triage(findings)), tuple(unchecked), tuple(errors), tuple(pending))
 
-    def _rule_findings(self, rule: Rule, context: Context) -> list[Finding]:
-        """Findings of one rule whose condition has held for its `for` duration."""
+    def _holding(
+        self, rule: Rule, context: Context, pending: list[Pending]
+    ) -> list[tuple[Rule, Labels, float]]:
+        """The label sets (with since when) for which a rule's condition has held for its
+        `for` duration; those holding for less are added to `pending`."""
         value = evaluate(rule.expr, context)
         holding: dict[Labels, float] = {}
         if isinstance(value, dict):
@@ -171,8 +207,13 @@ class Engine:
         before = self.active_since.get((context.target, rule.id), {})
         since_by_labels = {labels: before.get(labels, context.now) for labels in holding}
         self.active_since[(context.target, rule.id)] = since_by_labels
+        pending.extend(
+            Pending(rule, labels, context.now - since)
+            for labels, since in since_by_labels.items()
+            if context.now - since < rule.for_s
+        )
         return [
-            self._finding(rule, labels, since, context)
+            (rule, labels, since)
             for labels, since in since_by_labels.items()
             if context.now - since >= rule.for_s
         ]

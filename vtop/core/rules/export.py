@@ -20,9 +20,10 @@ from vtop.core.rules.promql.ast import (
     Number,
     Selector,
     map_selectors,
+    selectors,
 )
 from vtop.core.rules.promql.parser import parse
-from vtop.core.rules.promql.printer import for_prometheus, is_local, to_text
+from vtop.core.rules.promql.printer import VTOP_MADE_PREFIXES, for_prometheus, is_local, to_text
 from vtop.core.rules.records import Record, closure
 from vtop.core.rules.rule import Rule
 
@@ -148,8 +149,9 @@ def export_rules(rules: list[Rule], options: ExportOptions | None = None) -> dic
         condition = conditions.get(rule.id)
         if condition is None:
             continue
-        if rule.unless_found:
-            condition = _unless_firing(condition, [names[other] for other in rule.unless_found])
+        deferred_to = [names[other] for other in rule.unless_found if other in names]
+        if deferred_to:
+            condition = _unless_firing(condition, deferred_to)
         used.update(closure(condition, records))
         alerts.append(_alert(rule, condition, names[rule.id], options))
     recorded = [
@@ -164,7 +166,8 @@ def _conditions(
 ) -> dict[str, Expr]:
     """The exportable condition of each rule by id. A rule that is moot when others fire
     (`unless_found`) exports only with all of them, or it would alarm where vtop says the
-    cause is another finding."""
+    cause is another finding; except those reading series only vtop makes (NVML, canaries,
+    LoRA demand), which no Prometheus can evaluate: there the alert defers to the rest."""
     conditions = {}
     for rule in rules:
         written = _adapted(rule.written_expr or rule.expr, options)
@@ -176,8 +179,16 @@ def _conditions(
     return {
         rule_id: condition
         for rule_id, condition in conditions.items()
-        if all(other in conditions for other in _by_id(rules)[rule_id].unless_found)
+        if all(
+            other in conditions or _reads_vtop_made(_by_id(rules)[other])
+            for other in _by_id(rules)[rule_id].unless_found
+        )
     }
+
+
+def _reads_vtop_made(rule: Rule) -> bool:
+    """True when the rule's condition reads a series vtop makes itself."""
+    return any(s.name.startswith(VTOP_MADE_PREFIXES) for s in selectors(rule.expr))
 
 
 def _by_id(rules: list[Rule]) -> dict[str, Rule]:

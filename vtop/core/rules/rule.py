@@ -78,16 +78,19 @@ class Rule:
     """The records the condition uses, directly or through others, in definition order."""
 
     @cached_property
-    def settings(self) -> frozenset[str]:
-        """The `vtop:` settings (without the prefix) the rule's expressions read."""
+    def names_read(self) -> frozenset[str]:
+        """Every series name the rule's condition, evidence and fixes read (`vtop:` settings
+        and `nvml:` GPU series included)."""
         exprs = [self.expr, *self.evidence.values()]
         for suggestion in self.suggestions:
             exprs += [e for e in (suggestion.current, suggestion.proposed, suggestion.when) if e]
+        return frozenset(selector.name for expr in exprs for selector in selectors(expr))
+
+    @cached_property
+    def settings(self) -> frozenset[str]:
+        """The `vtop:` settings (without the prefix) the rule's expressions read."""
         return frozenset(
-            selector.name.removeprefix("vtop:")
-            for expr in exprs
-            for selector in selectors(expr)
-            if selector.name.startswith("vtop:")
+            name.removeprefix("vtop:") for name in self.names_read if name.startswith("vtop:")
         )
 
     def prometheus_expr(self, local: frozenset[str] = frozenset()) -> str | None:

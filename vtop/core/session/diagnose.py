@@ -20,7 +20,7 @@ from vtop.core.rules.promql.ast import selectors
 from vtop.core.rules.promql.evaluator import HOST_LEVEL_PREFIX
 from vtop.core.rules.rule import Rule
 from vtop.core.session.session import FLEET_TARGET, Mark, Session, alternation_text
-from vtop.core.store.store import Store
+from vtop.core.store.store import DEFAULT_CAPACITY, Store
 from vtop.core.store.summary import TargetSummary, summarize
 
 LENGTHEN_MARGIN_S = 5.0
@@ -210,18 +210,15 @@ def _never_answered(scrape: TargetScrape | None) -> str:
 
 
 def judged_window(frames: list[Frame], rules: list[Rule], options: DiagnoseOptions) -> Session:
-    """A session that ingested the frames, knowing from the first frame what the whole window
-    lets vtop infer (a one-shot triage judges the window as a whole; live, an inference
-    arrives only once the window behind it has been seen)."""
-    first = Session(rules, options)
-    for frame in frames:
-        first.ingest(frame)
-    inferred = {t: v.inferences.settings for t, v in first.targets.items() if v.inferences.settings}
-    if not inferred:
-        return first
-    session = Session(rules, options, seeded=inferred)
+    """A session that ingested the frames once and then judged them in order, each point
+    knowing what the whole window lets vtop infer (a one-shot triage judges the window as a
+    whole). The store keeps every frame: each point is judged on the store as of its time."""
+    session = Session(
+        rules, options, store_capacity=max(DEFAULT_CAPACITY, len(frames)), deferred=True
+    )
     for frame in frames:
         session.ingest(frame)
+    session.judge_deferred()
     return session
 
 
@@ -257,7 +254,8 @@ def with_short_windows(
     triage: Triage, rules: list[Rule], store: Store, target: str, window: float
 ) -> Triage:
     """The triage plus, under NOT CHECKED, every rule whose inputs exist but whose `for:` is
-    longer than the window sampled: it could not have fired, which is not the same as ok."""
+    longer than the window sampled: it could not have fired, which is not the same as ok (and
+    is listed there rather than as pending)."""
     seen = {f.rule.id for f in triage.findings} | {u.rule.id for u in triage.unchecked}
     seen |= {s.rule.id for f in triage.findings for s in f.symptoms}
     short = [
@@ -268,7 +266,9 @@ def with_short_windows(
         and rule.for_s > window
         and _has_inputs(rule, store, target)
     ]
-    return dataclasses.replace(triage, unchecked=(*triage.unchecked, *short))
+    listed = {u.rule.id for u in short}
+    pending = tuple(p for p in triage.pending if p.rule.id not in listed)
+    return dataclasses.replace(triage, unchecked=(*triage.unchecked, *short), pending=pending)
 
 
 def _window_needed(for_s: float, window: float) -> str:

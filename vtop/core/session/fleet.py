@@ -13,7 +13,7 @@ from typing import Any
 
 from vtop.core.frame import EventKind, ScrapeStatus
 from vtop.core.rules.engine import Finding
-from vtop.core.session.session import Session, TargetState
+from vtop.core.session.session import Session, TargetView
 from vtop.core.store.summary import TargetSummary, merged_ttft, summarize
 
 STALE_AFTER_S = 5.0
@@ -30,7 +30,7 @@ def last_restart(session: Session, target: str) -> float | None:
     return max(times, default=None)
 
 
-def target_state(view: TargetState, now: float, restarted_at: float | None) -> str:
+def target_status(view: TargetView, now: float, restarted_at: float | None) -> str:
     """live / stale / unreachable / http error / not vLLM / restarted."""
     scrape = view.last_scrape
     if scrape is None:
@@ -110,7 +110,7 @@ def fleet_findings_about(session: Session, target: str) -> list[Finding]:
 
 def _row(
     session: Session,
-    view: TargetState,
+    view: TargetView,
     now: float,
     fleet: tuple[str, str] | None,
     restarted_at: float | None,
@@ -125,7 +125,7 @@ def _row(
         finding, severity = f"{fleet[0]} {fleet[1]}", "warning"
     return FleetRow(
         view.target,
-        target_state(view, now, restarted_at),
+        target_status(view, now, restarted_at),
         models or "?",
         len(label_values(session, view.target, "engine")) or 1,
         view.summary,

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from vtop.core.config.effective_config import DiagnoseOptions, server_config
 from vtop.core.config.inference import Inferences
-from vtop.core.config.server_config import ServerConfig, Setting
+from vtop.core.config.server_config import ServerConfig
 from vtop.core.frame import (
     SCRAPE_FAILURES,
     EventKind,
@@ -22,7 +22,7 @@ from vtop.core.frame import (
     TargetScrape,
 )
 from vtop.core.ingest.excerpt import STARTUP_LINE
-from vtop.core.ingest.exposition_writer import exposition_text
+from vtop.core.ingest.exposition_writer import exposition_text, render
 from vtop.core.ingest.quality import Defect, QualityChecker
 from vtop.core.rules.alerts import alert_triage, fleet_alert_triage
 from vtop.core.rules.engine import Engine, Finding, Triage
@@ -64,7 +64,7 @@ class Mark:
 
 
 @dataclass
-class TargetState:
+class TargetView:
     """What the session knows about one target."""
 
     target: str
@@ -103,8 +103,8 @@ class Session:
         options: DiagnoseOptions,
         rule_budget: int | None = None,
         store_capacity: int = DEFAULT_CAPACITY,
-        seeded: dict[str, dict[str, Setting]] | None = None,
         alerts: bool = False,
+        deferred: bool = False,
     ) -> None:
         self.store = Store(store_capacity)
         self.alerts = alerts
@@ -114,7 +114,7 @@ class Session:
         self.options = options
         self.history_points = store_capacity
         """Chart points kept per server: as many as the store keeps ticks."""
-        self.targets: dict[str, TargetState] = {}
+        self.targets: dict[str, TargetView] = {}
         self.marks: deque[Mark] = deque(maxlen=MARKS_KEPT)
         self.recent_frames: deque[Frame] = deque()
         """Recent frames as text only (a bundle re-parses them, as a replay does)."""
@@ -130,9 +130,11 @@ class Session:
         self._log_changed = False
         self.rule_budget = rule_budget
         """At most this many targets' rules per frame (round robin; the focused one always)."""
-        self.seeded = seeded or {}
-        """Inferred settings known from the start, per target (a one-shot diagnosis)."""
-        self.fleet = TargetState(FLEET_TARGET, deque(maxlen=1))
+        self.deferred = deferred
+        """Judge only in `judge_deferred`, once every frame is in: a one-shot triage judges the
+        window as a whole, each point knowing what the whole window lets vtop infer."""
+        self._points: list[_Point] = []
+        self.fleet = TargetView(FLEET_TARGET, deque(maxlen=1))
         """Findings of the fleet-scope rules (imbalance across servers) and the fleet's TTFT."""
         self._rotation = 0
 
@@ -158,16 +160,44 @@ class Session:
         for scrape in frame.scrapes:
             self._ingest_scrape(scrape, frame, scrape.target in restarted, scrape.target in judged)
         if len(self.targets) > 1 and self._fleet_due(frame.timestamp):
-            triage = (
-                fleet_alert_triage(self.store, frame.timestamp, self.engine.rules)
-                if self.alerts
-                else self.engine.evaluate_fleet(self.store, frame.timestamp)
-            )
-            self._mark_findings(self.fleet, triage, frame.timestamp)
-            self.fleet.triage, self.fleet.last_timestamp = triage, frame.timestamp
+            self.fleet.last_timestamp = frame.timestamp
+            if self.deferred:
+                self._points.append(_Point(frame.timestamp, FLEET_TARGET, ServerConfig()))
+            else:
+                self._judge_fleet(frame.timestamp)
             latency = merged_latency(self.store, frame.timestamp, self.options.window_s)
             self.fleet.history.append((frame.timestamp, latency))
         self._log_changed = False
+
+    def judge_deferred(self) -> None:
+        """Judge a deferred session's points in time order, each target knowing from its first
+        point the settings its whole window let vtop infer (live, an inference arrives only once
+        the window behind it has been seen). The store holds every frame already; each point
+        reads it as of its own time."""
+        seeds = {name: dict(view.inferences.settings) for name, view in self.targets.items()}
+        for name, view in self.targets.items():
+            view.inferences.clear()
+            view.inferences.settings.update(seeds[name])
+        for point in self._points:
+            if point.target == FLEET_TARGET:
+                self._judge_fleet(point.timestamp)
+                continue
+            view = self.targets[point.target]
+            if point.restarted:
+                view.inferences.clear()
+            self._judge(view, point)
+        self._points.clear()
+        self.marks = deque(sorted(self.marks, key=lambda m: m.timestamp), maxlen=MARKS_KEPT)
+
+    def _judge_fleet(self, now: float) -> None:
+        """The fleet-scope rules at `now`."""
+        triage = (
+            fleet_alert_triage(self.store, now, self.engine.rules)
+            if self.alerts
+            else self.engine.evaluate_fleet(self.store, now)
+        )
+        self._mark_findings(self.fleet, triage, now)
+        self.fleet.triage = triage
 
     def _keep_recent(self, frame: Frame) -> None:
         """Keep a frame without its parsed samples; drop the oldest beyond the count or text bound.
@@ -211,12 +241,10 @@ class Session:
             self.log_lines.append(line)
         self._log_changed = self._log_changed or bool(lines)
 
-    def target(self, target: str) -> TargetState:
+    def target(self, target: str) -> TargetView:
         """The view of a target, created on first sight."""
         if target not in self.targets:
-            view = TargetState(target, deque(maxlen=self.history_points))
-            view.inferences.settings.update(self.seeded.get(target, {}))
-            self.targets[target] = view
+            self.targets[target] = TargetView(target, deque(maxlen=self.history_points))
         return self.targets[target]
 
     def _ingest_scrape(
@@ -259,19 +287,31 @@ class Session:
         if not judged:
             return
         view.alternating = self.store.alternating(scrape.target, now, ALTERNATION_WINDOW_S)
-        if view.alternating:
-            view.triage = Triage((), (), (alternation_text(view.alternating),))
+        point = _Point(now, view.target, view.base_config, restarted, view.alternating)
+        if not self.deferred:
+            self._judge(view, point)
             return
-        view.config = self._with_inferences(view, now)
+        if not view.alternating:
+            self._with_inferences(view, now, view.base_config)
+        self._points.append(point)
+
+    def _judge(self, view: TargetView, point: _Point) -> None:
+        """The target's rules at the point's time on its config plus inferences, and the marks
+        they make (none while processes alternate behind its URL)."""
+        if point.alternating:
+            view.triage = Triage((), (), (alternation_text(point.alternating),))
+            return
+        now = point.timestamp
+        view.config = self._with_inferences(view, now, point.base_config)
         if self.alerts:
-            triage = alert_triage(self.store, scrape.target, now, self.engine.rules)
+            triage = alert_triage(self.store, view.target, now, self.engine.rules)
         else:
             pseudo = view.config.pseudo_metrics()
-            triage = self.engine.evaluate(self.store, scrape.target, now, pseudo)
+            triage = self.engine.evaluate(self.store, view.target, now, pseudo)
         self._mark_findings(view, triage, now)
         view.triage = triage
 
-    def _check_quality(self, view: TargetState, scrape: TargetScrape, now: float) -> None:
+    def _check_quality(self, view: TargetView, scrape: TargetScrape, now: float) -> None:
         """Keep the scrape's data-quality defects; mark a kind when it first appears."""
         before = {defect.kind for when, defect in view.defects if when >= now - QUIET_BEFORE_MARK_S}
         found = view.quality.check(scrape, self.store.defects(scrape.target))
@@ -281,9 +321,8 @@ class Session:
             first = next(d for d in found if d.kind == kind)
             self.marks.append(Mark(now, EventKind.DATA_QUALITY, view.target, str(first)))
 
-    def _with_inferences(self, view: TargetState, now: float) -> ServerConfig:
-        """The view's config with what the engine's behaviour shows (see inference.py)."""
-        base = view.base_config
+    def _with_inferences(self, view: TargetView, now: float, base: ServerConfig) -> ServerConfig:
+        """A config with what the engine's behaviour shows up to `now` (see inference.py)."""
         capacity, engines = base.number("kv_capacity_tokens"), base.number("num_engines")
         per_engine = capacity / (engines or 1) if capacity else None
         inferred = view.inferences.update(self.store, view.target, now, per_engine)
@@ -295,7 +334,7 @@ class Session:
             return self.options
         return dataclasses.replace(self.options, vllm_log="\n".join(self.startup_log))
 
-    def _mark_changes(self, view: TargetState, summary: TargetSummary, now: float) -> None:
+    def _mark_changes(self, view: TargetView, summary: TargetSummary, now: float) -> None:
         """Marks for the start of a preemption burst and for KV saturation."""
         previous = view.summary
         before_preempt = previous.preemptions_per_s if previous else None
@@ -307,7 +346,7 @@ class Session:
             text = f"KV cache saturated: {summary.kv_usage:.0%}"
             self._mark_unless_recent(Mark(now, EventKind.KV, view.target, text), view)
 
-    def _mark_unless_recent(self, mark: Mark, view: TargetState) -> None:
+    def _mark_unless_recent(self, mark: Mark, view: TargetView) -> None:
         """Add a mark unless the figure was already over its threshold within the quiet time."""
         field = "preemptions_per_s" if mark.kind is EventKind.PREEMPTIONS else "kv_usage"
         threshold = 0.0 if mark.kind is EventKind.PREEMPTIONS else KV_SATURATED
@@ -319,7 +358,7 @@ class Session:
                 return
         self.marks.append(mark)
 
-    def _mark_findings(self, view: TargetState, triage: Triage, now: float) -> None:
+    def _mark_findings(self, view: TargetView, triage: Triage, now: float) -> None:
         """Marks for findings that appeared or cleared since the last evaluation."""
         before = _by_key(view.triage)
         after = _by_key(triage)
@@ -331,11 +370,30 @@ class Session:
             self.marks.append(Mark(now, EventKind.CLEARED, view.target, text))
 
 
+@dataclass(frozen=True)
+class _Point:
+    """A judgement a deferred session makes once every frame is in: who, when, on what."""
+
+    timestamp: float
+    target: str
+    base_config: ServerConfig
+    restarted: bool = False
+    """The target restarted at this frame: what was inferred before no longer holds."""
+    alternating: int = 0
+    """Processes answering the target's URL in turn at this frame (0: one)."""
+
+
 def _text_only(scrape: TargetScrape) -> TargetScrape:
-    """A scrape without its parsed samples (written as text when it came without)."""
+    """A scrape without its parsed samples (written as text when it came without). A payload
+    whose series past the cap were left unparsed keeps only what was parsed, written as text:
+    its junk is not held for a bundle any more than it was parsed."""
     if not scrape.samples:
         return scrape
-    return dataclasses.replace(scrape, samples=(), raw_text=exposition_text(scrape))
+    if scrape.skipped_series:
+        text = render(scrape.samples, scrape.metric_types)
+    else:
+        text = exposition_text(scrape)
+    return dataclasses.replace(scrape, samples=(), raw_text=text)
 
 
 def _text_size(frame: Frame) -> int:

@@ -2,7 +2,8 @@
 (rates across counter resets, histogram quantiles from bucket deltas), and the headline summary
 of a target. Imports the leaves only.
 
-Offers `Store` (store), `TargetSummary` and `summarize` (summary).
+Offers `Store` (store), `TargetSummary` and `summarize` (summary); LoRA demand as the
+`lora:*` numbers rules compare (lora_series).
 """
 
-__all__ = ["gpu_series", "ingest", "presence", "rings", "store", "summary"]
+__all__ = ["gpu_series", "ingest", "lora_series", "presence", "rings", "store", "summary"]

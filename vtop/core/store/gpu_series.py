@@ -3,7 +3,7 @@ conversion: no source is imported by the store)."""
 
 from __future__ import annotations
 
-from vtop.core.frame import GpuSnapshot, GpuState, Sample, ScrapeStatus, Series, TargetScrape
+from vtop.core.frame import GpuSnapshot, GpuStatus, Sample, ScrapeStatus, Series, TargetScrape
 
 GPU_TARGET = "local-gpus"
 THROTTLE_SERIES_NAMES = {
@@ -46,6 +46,6 @@ def gpu_samples(snapshot: GpuSnapshot) -> list[Sample]:
 
 def gpu_scrape(snapshot: GpuSnapshot) -> TargetScrape:
     """GPU readings as a scrape of the host-level target, for the store."""
-    status = ScrapeStatus.OK if snapshot.state is GpuState.OK else ScrapeStatus.UNREACHABLE
+    status = ScrapeStatus.OK if snapshot.state is GpuStatus.OK else ScrapeStatus.UNREACHABLE
     samples = tuple(gpu_samples(snapshot))
     return TargetScrape(GPU_TARGET, status, samples=samples, error=snapshot.message)

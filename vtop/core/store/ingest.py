@@ -10,6 +10,7 @@ from operator import itemgetter
 from vtop.core.catalog import family_of, sample_type
 from vtop.core.frame import Event, EventKind, Frame, SampleColumns, Series, TargetScrape
 from vtop.core.store.gpu_series import gpu_scrape
+from vtop.core.store.lora_series import with_lora_series
 from vtop.core.store.presence import VALUE_NAN, is_gap
 from vtop.core.store.probe_series import ProbeCounters
 from vtop.core.store.rings import (
@@ -25,7 +26,7 @@ from vtop.core.store.rings import (
     _Known,
     _note,
     _possible,
-    _TargetState,
+    _TargetRecord,
     _Track,
     is_cumulative,
     is_kept,
@@ -56,12 +57,12 @@ class IngestingRings(Rings):
             scrapes = (*scrapes, self.probes.scrape())
         for scrape in scrapes:
             if scrape.ok:
-                events.extend(self._ingest_scrape(scrape, frame.timestamp))
+                events.extend(self._ingest_scrape(with_lora_series(scrape), frame.timestamp))
         return events
 
     def _ingest_scrape(self, scrape: TargetScrape, timestamp: float) -> list[Event]:
         """Write one target's samples at the current tick."""
-        state = self._targets.setdefault(scrape.target, _TargetState(known={}))
+        state = self._targets.setdefault(scrape.target, _TargetRecord(known={}))
         state.last_ok_tick = self.tick
         if self._ingest_columns(state, scrape):
             self.columns_written += 1
@@ -96,7 +97,7 @@ class IngestingRings(Rings):
         return self._events(scrape.target, timestamp, restarted, resets, dropped_before)
 
     def _alternation(
-        self, state: _TargetState, target: str, timestamp: float, alternated_before: int
+        self, state: _TargetRecord, target: str, timestamp: float, alternated_before: int
     ) -> list[Event]:
         """A start time that came back: the URL alternates between processes (a load
         balancer), not a restart per scrape; said once, when it begins (not again while the
@@ -110,7 +111,7 @@ class IngestingRings(Rings):
         )
         return [Event(timestamp, EventKind.ALTERNATING, target, message)]
 
-    def _ingest_columns(self, state: _TargetState, scrape: TargetScrape) -> bool:
+    def _ingest_columns(self, state: _TargetRecord, scrape: TargetScrape) -> bool:
         """Write a scrape shaped like the target's last one at once; False when it is not
         (new or missing series, a gap, a restart or a counter reset: the sample path)."""
         columns = state.columns
@@ -129,7 +130,7 @@ class IngestingRings(Rings):
             return False
         return columns.write(values, self.tick, self.tick % self.capacity)
 
-    def _columns(self, state: _TargetState, scrape: TargetScrape) -> _Columns | None:
+    def _columns(self, state: _TargetRecord, scrape: TargetScrape) -> _Columns | None:
         """The columns of a scrape just written, when every sample has its own ring."""
         samples = scrape.samples
         raw = samples.series if isinstance(samples, SampleColumns) else tuple(s[0] for s in samples)
@@ -139,7 +140,7 @@ class IngestingRings(Rings):
             return None
         return _Columns(raw, tracks, self.tick)
 
-    def _restarted(self, state: _TargetState, scrape: TargetScrape) -> bool:
+    def _restarted(self, state: _TargetRecord, scrape: TargetScrape) -> bool:
         """True when the target's process start time changed since its last scrape (and note
         a start time coming back: the URL alternates between processes)."""
         start = next((s.value for s in scrape.samples if s.series.name == PROCESS_START), None)
@@ -167,7 +168,7 @@ class IngestingRings(Rings):
         state = self._targets.get(target)
         return dict(state.defects) if state is not None else {}
 
-    def _resolve(self, state: _TargetState, scrape: TargetScrape, raw: Series) -> _Known:
+    def _resolve(self, state: _TargetRecord, scrape: TargetScrape, raw: Series) -> _Known:
         """Canonical name, instance label and cumulativeness of a new raw series."""
         canonical, alias = self._normalizer.normalize(raw)
         _, metric_type = family_of(raw.name, scrape.metric_types)
@@ -186,7 +187,7 @@ class IngestingRings(Rings):
         state.known[id(raw)] = known
         return known
 
-    def _write(self, known: _Known, value: float, restarted: bool, state: _TargetState) -> int:
+    def _write(self, known: _Known, value: float, restarted: bool, state: _TargetRecord) -> int:
         """Store one value at the current tick; return 1 if it was a counter reset.
 
         A vLLM value no metric can have (NaN, infinite, negative, a usage ratio above 1) is
@@ -197,7 +198,7 @@ class IngestingRings(Rings):
         """
         track = known.track
         if track is None:
-            track = known.track = self._tracks.get(known.series) or self._new_track(known)
+            track = known.track = self._tracks.get(known.series) or self._new_track(known, state)
             if track is None:
                 return 0
         if track.last_tick == self.tick:
@@ -227,17 +228,19 @@ class IngestingRings(Rings):
         track.last_tick = self.tick
         return reset
 
-    def _new_track(self, known: _Known) -> _Track | None:
-        """Create a series ring, unless the series limit is reached."""
+    def _new_track(self, known: _Known, state: _TargetRecord) -> _Track | None:
+        """Create a series ring, unless the series limit is reached (or the target's share
+        of series not from vLLM: one server's junk never costs another's series a ring)."""
         other = not is_kept(known.series.name)
         if len(self._tracks) >= self.max_series or (
-            other and self._other_series >= min(OTHER_MAX_SERIES, self.max_series // 2)
+            other and state.other_series >= min(OTHER_MAX_SERIES, self.max_series // 2)
         ):
             self.dropped_series += 1
             return None
-        self._other_series += other
+        state.other_series += other
         track = _Track(self.capacity, known.cumulative, self.tick)
         self._tracks[known.series] = track
+        self.series_generation += 1
         self._by_name.setdefault(known.series.name, []).append(known.series)
         key = (known.series.name, known.series.label(INSTANCE))
         self._by_instance.setdefault(key, []).append(known.series)

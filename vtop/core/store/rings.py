@@ -27,9 +27,12 @@ later exposes one value ("mostrecent"), so vtop folds them into one series, keep
 (the API servers that receive no engine stats report 0)."""
 DEFAULT_CAPACITY = 3600
 DEFAULT_MAX_SERIES = 50_000
-OTHER_MAX_SERIES = 2_000
-"""Series that are not vLLM's (nor vtop's GPU or restart series) share this smaller cap: a
-payload's junk, however much of it comes first, never costs a vLLM series its ring."""
+OTHER_MAX_SERIES = 500
+"""Series that are not vLLM's (nor vtop's GPU or restart series) share this smaller cap, per
+target: a payload's junk, however much of it comes first, never costs a vLLM series (or
+another server's series) its ring. No rule reads them; vLLM 0.32 exposes about 60 (Python,
+process, HTTP), so 500 leaves room for a larger HTTP instrumentation while one server's junk
+costs at most 500 rings (14 MiB at 3,600 ticks)."""
 KEPT_PREFIXES = ("vllm:", "nvml:", "probe:", "ALERTS")
 """Series never crowded out by junk (Prometheus's ALERTS: the fleet's findings)."""
 
@@ -63,7 +66,7 @@ def _possible(name: str, value: float) -> bool:
 DEFECTS_KEPT = 5
 
 
-def _note(state: _TargetState, kind: str, known: _Known) -> None:
+def _note(state: _TargetRecord, kind: str, known: _Known) -> None:
     """Remember a defect of this scrape (the first few series of each kind)."""
     found = state.defects.setdefault(kind, [])
     if len(found) < DEFECTS_KEPT:
@@ -75,7 +78,7 @@ def _group(series: Series, keep: frozenset[str]) -> Labels:
     return tuple(pair for pair in series.labels if pair[0] in keep)
 
 
-class SeriesState(enum.Enum):
+class SeriesFreshness(enum.Enum):
     """Whether a series has a current value; absent and stale are not zero."""
 
     FRESH = "fresh"
@@ -226,7 +229,7 @@ class _Columns:
 
 
 @dataclass
-class _TargetState:
+class _TargetRecord:
     """Per-target caches and restart detection.
 
     `known` is keyed by the id of the parser's Series objects, which the parser reuses across
@@ -246,6 +249,8 @@ class _TargetState:
     first few raw series of each."""
     alternating_tick: int = -1
     """The last tick at which a process start time seen before came back."""
+    other_series: int = 0
+    """Rings made for this target's series not from vLLM (they share a cap per target)."""
 
 
 class Rings:
@@ -265,15 +270,17 @@ class Rings:
         self.stale_after_s = stale_after_s
         self.tick = -1
         self.dropped_series = 0
-        self._other_series = 0
         self.columns_written = 0
         """Scrapes written as columns (shaped like the target's previous one)."""
         self._times = array("d", [NAN]) * capacity
         self._tracks: dict[Series, _Track] = {}
+        self.series_generation = 0
+        """Counts the series added: a selection made at the same count still holds (series are
+        added, never removed)."""
         self._by_name: dict[str, list[Series]] = {}
         self._by_instance: dict[tuple[str, str | None], list[Series]] = {}
         """Series by (name, instance): a fleet's per-server queries touch only their own."""
-        self._targets: dict[str, _TargetState] = {}
+        self._targets: dict[str, _TargetRecord] = {}
         self._normalizer = Normalizer()
         self._tick_lookups: dict[float, int | None] = {}
         self._oldest = 0
@@ -326,6 +333,15 @@ class Rings:
             return start, track.values[low : high + 1]
         return start, track.values[low:] + track.values[: high + 1]
 
+    def times(self, first: int, last: int) -> list[float]:
+        """The timestamps of ticks `first`..`last` (all in the ring), oldest first."""
+        if last < first:
+            return []
+        low, high = first % self.capacity, last % self.capacity
+        if low <= high:
+            return self._times[low : high + 1].tolist()
+        return self._times[low:].tolist() + self._times[: high + 1].tolist()
+
     def _at(self, track: _Track, tick: int) -> float:
         """A ring's value at a tick (NaN when absent or out of the ring)."""
         if not track.first_tick <= tick <= track.last_tick or tick < self._oldest:
@@ -369,11 +385,11 @@ class Rings:
 
     # point queries ----------------------------------------------------------
 
-    def state(self, series: Series, now: float) -> SeriesState:
+    def freshness(self, series: Series, now: float) -> SeriesFreshness:
         """Fresh, stale (not in the latest scrape or too old) or absent (never seen)."""
         if series not in self._tracks:
-            return SeriesState.ABSENT
-        return SeriesState.STALE if self.latest(series, now) is None else SeriesState.FRESH
+            return SeriesFreshness.ABSENT
+        return SeriesFreshness.STALE if self.latest(series, now) is None else SeriesFreshness.FRESH
 
     def latest(self, series: Series, now: float) -> float | None:
         """The value as exposed in the newest tick at or before `now`; None when absent or stale.

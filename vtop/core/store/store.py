@@ -18,7 +18,7 @@ from vtop.core.store.rings import (
     PROCESS_START,
     Matchers,
     Measure,
-    SeriesState,
+    SeriesFreshness,
     _group,
     _Track,
     is_cumulative,
@@ -30,7 +30,7 @@ __all__ = [
     "DEFAULT_STALE_AFTER_S",
     "INSTANCE",
     "PROCESS_START",
-    "SeriesState",
+    "SeriesFreshness",
     "Store",
     "is_cumulative",
 ]

@@ -104,23 +104,30 @@ def summarize(
     def mean(name: str) -> float | None:
         return _one(store.histogram_mean(name, now, window, only))
 
-    def quantile(q: float, name: str) -> float | None:
-        return _one(store.histogram_quantile(q, name, now, window, only))
+    def median_and_p99(name: str) -> tuple[float | None, float | None]:
+        """Both quantiles from one read of the buckets (the costly part of a summary)."""
+        buckets = store.histogram_buckets(name, now, window, only).get(())
+        if buckets is None:
+            return None, None
+        return histogram_quantile(0.5, buckets), histogram_quantile(0.99, buckets)
 
     finished_per_s, shares = _finished(store, now, window, only)
+    ttft_p50, ttft_p99 = median_and_p99(TTFT)
+    itl_p50, itl_p99 = median_and_p99(ITL)
+    e2e_p50, e2e_p99 = median_and_p99(E2E)
     return dataclasses.replace(
         quick_summary(store, target, now, window, None, only),
-        ttft_p50_s=quantile(0.5, TTFT),
-        ttft_p99_s=quantile(0.99, TTFT),
-        itl_p50_s=quantile(0.5, ITL),
-        itl_p99_s=quantile(0.99, ITL),
+        ttft_p50_s=ttft_p50,
+        ttft_p99_s=ttft_p99,
+        itl_p50_s=itl_p50,
+        itl_p99_s=itl_p99,
         queue_mean_s=mean("vllm:request_queue_time_seconds"),
         prefill_mean_s=mean("vllm:request_prefill_time_seconds"),
         prefix_hit_rate=_ratio(
             rate("vllm:prefix_cache_hits_total"), rate("vllm:prefix_cache_queries_total")
         ),
-        e2e_p50_s=quantile(0.5, E2E),
-        e2e_p99_s=quantile(0.99, E2E),
+        e2e_p50_s=e2e_p50,
+        e2e_p99_s=e2e_p99,
         requests_per_s=finished_per_s,
         finish_shares=shares,
     )

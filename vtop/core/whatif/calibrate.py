@@ -88,6 +88,8 @@ class Fit:
     """Time to first token spent outside the engine (tokenising, the API server), measured."""
     inferred: tuple[str, ...] = ()
     """The scheduler settings the model uses as vtop inferred them (the report says so)."""
+    cap_unbound_because: str = ""
+    """Why an unknown sequence cap is taken as not binding ("" when the cap is known)."""
 
 
 class CannotModelError(ValueError):
@@ -192,15 +194,19 @@ def step_points(
     return busy, saturated
 
 
-def engine_config(config: ServerConfig, engines: int, waiting: float = 0.0) -> EngineConfig:
+def engine_config(
+    config: ServerConfig, engines: int, waiting: float = 0.0, held_by: str = ""
+) -> EngineConfig:
     """The scheduler settings of one engine, from the server's effective config. An unknown
     token budget is taken as not binding, and so is an unknown sequence cap while nothing
-    waits (`waiting`: the window's mean, all engines): a cap that never held a request back
-    cannot be what the model must reproduce. With a queue, an unknown cap is a refusal."""
+    waits (`waiting`: the window's mean, all engines) or while the window shows another limit
+    holding the queue (`held_by`: the KV pool full or preempting, steps at the token budget):
+    a cap that never held a request back cannot be what the model must reproduce. With a queue
+    nothing else explains, an unknown cap is a refusal."""
     needed = ("kv_capacity_tokens", "block_size")
     missing = [name for name in needed if config.number(name) is None]
     seqs = config.number("max_num_seqs")
-    if seqs is None and waiting / max(engines, 1) >= 0.5:
+    if seqs is None and waiting / max(engines, 1) >= 0.5 and not held_by:
         missing.insert(0, "max_num_seqs (requests waited, so the cap may be what held them)")
     if missing:
         raise CannotModelError(
@@ -215,6 +221,33 @@ def engine_config(config: ServerConfig, engines: int, waiting: float = 0.0) -> E
         num_blocks=max(int(capacity // block) - 1, 1),
         block_size=block,
     )
+
+
+KV_FULL = 0.9
+"""The KV cache this full holds the queue (as rule Q1 reads it)."""
+AT_BUDGET = 0.9
+"""Steps this close to the token budget are held by it (as rule Q3 reads it)."""
+
+
+def queue_held_by(
+    store: Store, target: str, now: float, window_s: float, measured: Measured, config: ServerConfig
+) -> str:
+    """Which limit other than the sequence cap the window shows holding its queue ("" for
+    none): requests preempted or the KV cache full, or steps at the token budget."""
+    if measured.waiting < 0.5:
+        return ""
+    if measured.preemptions_per_s > 0:
+        return "requests were preempted, so the KV pool held the queue"
+    peak = _value(
+        store, target, now, f"max(max_over_time(vllm:kv_cache_usage_perc[{window_s:.0f}s]))"
+    )
+    if peak is not None and peak >= KV_FULL:
+        return f"the KV cache reached {peak:.0%}, which held the queue"
+    budget = config.number("max_num_batched_tokens")
+    if budget and measured.tokens_per_step >= AT_BUDGET * budget:
+        carried = f"{measured.tokens_per_step:.0f} tokens at the {budget:.0f}-token budget"
+        return f"steps carried {carried}, which held the queue"
+    return ""
 
 
 def inferred_settings(config: ServerConfig) -> tuple[str, ...]:

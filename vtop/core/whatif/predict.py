@@ -20,6 +20,7 @@ from vtop.core.whatif.calibrate import (
     measure,
     measured_figures,
     misses,
+    queue_held_by,
     refusal,
     step_points,
     workload_of,
@@ -157,10 +158,15 @@ def calibrate(
     busy, saturated = step_points(store, target, now, window_s, engines)
     key = profile_key(store, target, server)
     earlier = [] if profiles is None else profiles.earlier(key, now, window_s)
-    config = engine_config(server, engines, measured.waiting)
+    cap_known = server.number("max_num_seqs") is not None
+    held_by = "" if cap_known else queue_held_by(store, target, now, window_s, measured, server)
+    config = engine_config(server, engines, measured.waiting, held_by)
     workload = workload_of(measured, engines, config.max_num_seqs)
     step = fit_step_cost(busy, earlier)
-    fit = Fit(config, workload, step, engines, measured.frontend_s, inferred_settings(server))
+    unbound = "" if cap_known else held_by or "nothing waited"
+    fit = Fit(
+        config, workload, step, engines, measured.frontend_s, inferred_settings(server), unbound
+    )
     if profiles is not None:
         profiles.add(key, now, window_s, saturated)
     bounds = _ttft_bounds(store, target)

@@ -10,7 +10,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from vtop.core.config.server_config import ServerConfig
-from vtop.core.process_state import private_directory, state_dir, write_private
+from vtop.core.managed_server import private_directory, state_dir, write_private
 from vtop.core.store.store import Store
 from vtop.core.whatif.step_time import StepPoint
 

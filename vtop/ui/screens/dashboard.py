@@ -17,7 +17,7 @@ from textual.widgets import Footer
 from vtop.core.rules.engine import Finding
 from vtop.ui import panels
 from vtop.ui.chart_data import CHARTS
-from vtop.ui.state import Shown
+from vtop.ui.shown import Shown
 from vtop.ui.widgets.action_line import ActionLine
 from vtop.ui.widgets.banner import Banner
 from vtop.ui.widgets.chart_scroll import ChartScroll

@@ -6,7 +6,7 @@ from __future__ import annotations
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from vtop.ui.state import ActionParts, fit_action
+from vtop.ui.shown import ActionParts, fit_action
 
 
 class ActionLine(Static):

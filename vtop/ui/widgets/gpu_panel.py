@@ -7,7 +7,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from vtop.core.frame import GpuSnapshot, GpuState
+from vtop.core.frame import GpuSnapshot, GpuStatus
 from vtop.ui.format import gpu_row, gpu_users
 
 COLUMNS = ("GPU", "util", "mem", "power", "temp", "SM", "throttle")
@@ -30,9 +30,9 @@ class GpuPanel(Static):
         snapshot, vllm_pids = shown
         if snapshot is None:
             self.update(Text("No GPU readings (none taken yet, or none recorded)", style="dim"))
-        elif snapshot.state is GpuState.NO_GPU:
+        elif snapshot.state is GpuStatus.NO_GPU:
             self.update(Text(f"No NVIDIA GPU: {snapshot.message}", style="dim"))
-        elif snapshot.state is GpuState.ERROR:
+        elif snapshot.state is GpuStatus.ERROR:
             self.update(Text(f"NVML error: {snapshot.message}", style="bold"))
         else:
             self.update(_table(snapshot, vllm_pids))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from vtop.ui.state import fit
+from vtop.ui.shown import fit
 
 
 class Header(Static):

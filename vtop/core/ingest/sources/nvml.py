@@ -14,7 +14,7 @@ from typing import Any
 from vtop.core.frame import (
     GpuReading,
     GpuSnapshot,
-    GpuState,
+    GpuStatus,
     ProcessInfo,
 )
 
@@ -80,16 +80,16 @@ class NvmlSource:
     def read(self) -> GpuSnapshot:
         """A snapshot of every GPU, or the reason there is none."""
         if not self._start() or self._nvml is None:
-            return GpuSnapshot(GpuState.NO_GPU, message=self._state_message)
+            return GpuSnapshot(GpuStatus.NO_GPU, message=self._state_message)
         try:
             count = int(self._nvml.nvmlDeviceGetCount())
         except Exception as error:
-            return GpuSnapshot(GpuState.ERROR, message=f"device count: {error_name(error)}")
+            return GpuSnapshot(GpuStatus.ERROR, message=f"device count: {error_name(error)}")
         if count == 0:
-            return GpuSnapshot(GpuState.NO_GPU, message="NVML reports no GPUs")
+            return GpuSnapshot(GpuStatus.NO_GPU, message="NVML reports no GPUs")
         driver = self._query(self._nvml.nvmlSystemGetDriverVersion, [])
         gpus = tuple(self._read_gpu(index) for index in range(count))
-        return GpuSnapshot(GpuState.OK, gpus, None if driver is None else _text(driver))
+        return GpuSnapshot(GpuStatus.OK, gpus, None if driver is None else _text(driver))
 
     def close(self) -> None:
         """Shut NVML down if it was started."""

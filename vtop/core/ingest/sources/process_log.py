@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from vtop.core.process_state import ServerState, read_log
+from vtop.core.managed_server import ManagedServer, read_log
 
 
 class LogTail:
     """Follows a log file; the first read returns the whole history."""
 
-    def __init__(self, state: ServerState, start_offset: int = 0) -> None:
+    def __init__(self, state: ManagedServer, start_offset: int = 0) -> None:
         self.state = state
         self.offset = start_offset
         self._partial = ""
@@ -21,6 +21,6 @@ class LogTail:
         self._partial = lines.pop()
         return tuple(lines)
 
-    def follow(self, state: ServerState) -> None:
+    def follow(self, state: ManagedServer) -> None:
         """Follow the same log after a restart (the file is appended to)."""
         self.state = state

@@ -29,7 +29,7 @@ from vtop.core.ingest.feed_status import (
 )
 from vtop.core.ingest.sources.bounded_http import BodyError, DeadlineError, bounded_get
 from vtop.core.ingest.sources.vllm_http import ScrapeOptions, describe_error, make_client
-from vtop.core.process_state import ServerState
+from vtop.core.managed_server import ManagedServer
 
 VLLM_SELECTOR = '{__name__=~"vllm:.+|ray_vllm[:_].+|process_start_time_seconds|up"}'
 """Everything vtop reads: vLLM's series (Ray Serve's names too), the restart marker, and
@@ -262,7 +262,7 @@ class PrometheusFeed:
             return Moved(f"querying every {self.interval:g} s")
         return Moved(UNAVAILABLE, changed=False)
 
-    def follow(self, server: ServerState) -> None:
+    def follow(self, server: ManagedServer) -> None:
         """Prometheus follows no managed server."""
 
     def note(self, event: Event) -> None:

@@ -49,7 +49,15 @@ FLEET = "*fleet*"
 RATES = {"rate": (True, True), "increase": (True, False), "delta": (False, False)}
 """(counter, per second) of each extrapolated function."""
 
-__all__ = ["FLEET", "Context", "EvaluationError", "UnknownValueError", "Value", "evaluate"]
+__all__ = [
+    "FLEET",
+    "Context",
+    "EvaluationError",
+    "Picks",
+    "UnknownValueError",
+    "Value",
+    "evaluate",
+]
 
 
 class UnknownValueError(EvaluationError):
@@ -58,6 +66,10 @@ class UnknownValueError(EvaluationError):
     def __init__(self, name: str) -> None:
         super().__init__(f"{name} is unknown")
         self.name = name
+
+
+Picks = dict[tuple[str, str, tuple[Matcher, ...]], tuple[int, list[Series]]]
+"""(target, name, matchers) -> (the store's series generation, the series picked)."""
 
 
 @dataclass
@@ -73,8 +85,18 @@ class Context:
     history from before it started watching, and Prometheus's extrapolation would read a
     series start); False evaluates exactly as Prometheus (the export's tests)."""
     memo: dict[Expr, Value] = field(default_factory=dict)
-    """Function and aggregation results of this evaluation (rules share many subexpressions).
-    Values are never mutated after they are made, so sharing them is safe."""
+    """Every subexpression's result in this evaluation (rules share many of them). Values are
+    never mutated after they are made, so sharing them is safe."""
+    lazy: bool = False
+    """Leave the right side of an operator unevaluated when its left side is an empty vector
+    (every operator but `or` then gives an empty vector). The value is Prometheus's; what is
+    lost is only an error the right side alone would raise (a many-to-many match, duplicate
+    label sets), which Prometheus reports for the whole expression. The rule engine evaluates
+    lazily (shipped rules are tested for such errors); the conformance tests do not."""
+    picks: Picks = field(default_factory=dict)
+    """The series each selector's name and matchers picked for a target, with the store's
+    series count when picked: per evaluation, or kept across ticks by whoever evaluates the same
+    store repeatedly (the rule engine)."""
 
 
 def evaluate(expr: Expr, context: Context) -> Value:
@@ -98,14 +120,19 @@ def evaluate_named(expr: Expr, context: Context) -> Value:
         if isinstance(value, float):
             return -value
         return unique((drop_name(labels), -element) for labels, element in value.items())
+    found = context.memo.get(expr)
+    if found is not None:
+        return found
     if isinstance(expr, Selector):
-        return _instant(expr, context)
-    if isinstance(expr, Call | Aggregate):
-        if expr not in context.memo:
-            call = _call if isinstance(expr, Call) else _aggregate
-            context.memo[expr] = call(expr, context)  # type: ignore[arg-type]
-        return context.memo[expr]
-    return _binary(expr, context)
+        value = _instant(expr, context)
+    elif isinstance(expr, Call):
+        value = _call(expr, context)
+    elif isinstance(expr, Aggregate):
+        value = _aggregate(expr, context)
+    else:
+        value = _binary(expr, context)
+    context.memo[expr] = value
+    return value
 
 
 def _matches(value: str, matcher: Matcher) -> bool:
@@ -124,7 +151,20 @@ def _local(selector: Selector, context: Context) -> bool:
 
 
 def _series(selector: Selector, context: Context) -> list[Series]:
-    """Stored series a selector picks."""
+    """Stored series a selector picks (once per evaluation for its name and matchers: the
+    functions and ranges over one series share the pick)."""
+    pick = (context.target, selector.name, selector.matchers)
+    generation = context.store.series_generation
+    kept = context.picks.get(pick)
+    if kept is not None and kept[0] == generation:
+        return kept[1]
+    found = _picked(selector, context)
+    context.picks[pick] = (generation, found)
+    return found
+
+
+def _picked(selector: Selector, context: Context) -> list[Series]:
+    """Stored series a selector's name and matchers pick for the context's target."""
     local = _local(selector, context)
     scope = {INSTANCE: context.target} if local else None
     if selector.name:
@@ -308,6 +348,8 @@ def _aggregate(aggregate: Aggregate, context: Context) -> Vector:
 def _binary(binary: Binary, context: Context) -> Value:
     """Arithmetic, comparisons and set operations."""
     left = evaluate_named(binary.left, context)
+    if context.lazy and binary.op != "or" and isinstance(left, dict) and not left:
+        return {}  # nothing on the left to match, compare or keep: the right is not read
     right = _or_operand(binary, left, context) if binary.op in ("or", "unless") else None
     if right is None:
         try:

@@ -4,6 +4,7 @@ to the range's edges, NaN and +-Inf in sums, means, minima and maxima, round hal
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable, Sequence
 
 EXTRAPOLATION_ALLOWANCE = 1.1
@@ -23,7 +24,7 @@ def extrapolated_rate(
     if len(values) < 2:
         return None
     result = values[-1] - values[0]
-    if counter:
+    if counter and any(map(operator.lt, values[1:], values[:-1])):  # a reset somewhere
         last = 0.0
         for value in values:
             if value < last:
@@ -40,8 +41,10 @@ def extrapolated_rate(
     interval = sampled
     interval += to_start if to_start < threshold else average / 2
     interval += to_end if to_end < threshold else average / 2
-    result = result * (interval / sampled)
-    return result / (end - start) if per_second else result
+    factor = interval / sampled  # Prometheus scales by one factor, per second included,
+    if per_second:  # which rounds differently from dividing the result (45 * (1/300) is
+        factor /= end - start  # 0.15000000000000002, 45 / 300 is 0.15)
+    return result * factor
 
 
 def total(values: Sequence[float]) -> float:
@@ -163,6 +166,8 @@ def bucket_quantile(q: float, buckets: Sequence[tuple[float, float]]) -> float:
     start, count = 0.0, counts[index]
     if index > 0:
         start, count, rank = bounds[index - 1], count - counts[index - 1], rank - counts[index - 1]
+    if count == 0:  # rank 0 in an empty bucket: 0/0, which Go's float division makes NaN
+        return math.nan
     return start + (bounds[index] - start) * (rank / count)
 
 

@@ -17,8 +17,12 @@ from vtop.core.rules.promql.ast import (
     selectors,
 )
 
-LOCAL_PREFIXES = ("vtop:", "nvml:", "probe:")
-"""Series only vtop has: server configuration and NVML readings."""
+VTOP_MADE_PREFIXES = ("nvml:", "probe:", "lora:")
+"""Series vtop makes itself, which no Prometheus can scrape: NVML readings, the front door's
+canaries, the LoRA demand counted from an info metric's labels."""
+LOCAL_PREFIXES = ("vtop:", *VTOP_MADE_PREFIXES)
+"""Series only vtop has: server configuration (which the export can be given as numbers) and
+the series vtop makes."""
 
 
 def to_text(expr: Expr) -> str:

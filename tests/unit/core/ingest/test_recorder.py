@@ -20,7 +20,7 @@ from vtop.core.frame import (
     Frame,
     GpuReading,
     GpuSnapshot,
-    GpuState,
+    GpuStatus,
     ProcessInfo,
 )
 from vtop.core.ingest.recorder import RecordingError, RecordingReader, RecordingWriter
@@ -37,7 +37,7 @@ def write(path: Path, frames: list[Frame], keyframe_every: int = 60) -> None:
 
 def mixed_frames() -> list[Frame]:
     gpu = GpuSnapshot(
-        GpuState.OK,
+        GpuStatus.OK,
         (
             GpuReading(
                 0,

@@ -16,8 +16,8 @@ from vtop.core.ingest.feeds import LiveFeed
 from vtop.core.ingest.sources.process_log import LogTail
 from vtop.core.ingest.sources.vllm_http import ScrapeOptions, VllmHttpSource
 from vtop.core.manage.process import port_of, restart, start, stop
-from vtop.core.process_state import (
-    ServerState,
+from vtop.core.managed_server import (
+    ManagedServer,
     is_alive,
     keep_reaped,
     load_states,
@@ -114,7 +114,7 @@ def test_restart_keeps_name_log_and_environment(tmp_path: Path) -> None:
         wait_until(lambda: Path(state.log_path).read_text().count("started") == 2)
     finally:
         for each in (state, locals().get("again")):
-            if isinstance(each, ServerState):
+            if isinstance(each, ManagedServer):
                 stop(each, timeout=5)
     child.wait(timeout=5)
 

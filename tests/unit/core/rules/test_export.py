@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import pytest
-
 from vtop.core.config.server_config import NUMERIC
-from vtop.core.ops.export_unittest import go_value
 from vtop.core.rules.export import ExportOptions, export_rules, per_instance
 from vtop.core.rules.loader import load_rules
 from vtop.core.rules.promql.parser import parse
@@ -46,25 +43,6 @@ def test_a_rule_moot_when_others_fire_exports_only_with_them() -> None:
     assert 'unless on (instance) ALERTS{alertstate="firing"' in str(q0["expr"])
     assert "VllmMaxNumSeqsIsTheLimiterNotMemory" in str(q0["expr"])
     assert alerts.index(q0) == len(alerts) - 1  # after the alerts it defers to
-
-
-@pytest.mark.parametrize(
-    ("value", "text"),
-    [
-        (1e6, "1e+06"),
-        (123456.0, "123456"),
-        (1234567.0, "1.234567e+06"),
-        (0.0001, "0.0001"),
-        (1.5e-05, "1.5e-05"),
-        (0.1 + 0.2, "0.30000000000000004"),
-        (-2.5, "-2.5"),
-        (100.0, "100"),
-        (float("inf"), "+Inf"),
-        (float("nan"), "NaN"),
-    ],
-)
-def test_values_render_as_go_prints_them(value: float, text: str) -> None:
-    assert go_value(value) == text
 
 
 def test_a_per_server_rule_aggregates_and_matches_per_instance_in_prometheus() -> None:

@@ -9,12 +9,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.support.frames import TARGET, down_frame, exposition, frame, frame_from_text
+from tests.support.frames import (
+    TARGET,
+    down_frame,
+    exposition,
+    frame,
+    frame_from_text,
+    frame_from_texts,
+)
 from tests.support.payloads import fixture, multi_engine
 from vtop.core.frame import EventKind, Frame, ScrapeStatus, Series, TargetScrape
 from vtop.core.histogram import quantile
 from vtop.core.ingest.exposition import ExpositionParser
-from vtop.core.store.store import SeriesState, Store
+from vtop.core.store.rings import OTHER_MAX_SERIES
+from vtop.core.store.store import SeriesFreshness, Store
 from vtop.core.store.summary import format_summary, summarize, unknown_summary
 
 COUNTER = {"vllm:num_preemptions_total": "counter"}
@@ -99,14 +107,14 @@ def test_over_time_matches_reference(values: list[float], window: int) -> None:
 def test_absent_stale_and_fresh_are_distinct_from_zero() -> None:
     store = Store(stale_after_s=10)
     waiting = Series("vllm:num_requests_waiting", (("instance", TARGET),))
-    assert store.state(waiting, 0.0) is SeriesState.ABSENT
+    assert store.freshness(waiting, 0.0) is SeriesFreshness.ABSENT
     store.ingest(frame(0.0, GAUGE, {"vllm:num_requests_waiting": 0.0}))
-    assert store.state(waiting, 0.0) is SeriesState.FRESH
+    assert store.freshness(waiting, 0.0) is SeriesFreshness.FRESH
     assert store.latest(waiting, 0.0) == 0.0
-    assert store.state(waiting, 9.0) is SeriesState.FRESH
-    assert store.state(waiting, 11.0) is SeriesState.STALE  # no tick for too long
+    assert store.freshness(waiting, 9.0) is SeriesFreshness.FRESH
+    assert store.freshness(waiting, 11.0) is SeriesFreshness.STALE  # no tick for too long
     store.ingest(down_frame(12.0))
-    assert store.state(waiting, 12.0) is SeriesState.STALE  # the newest scrape failed
+    assert store.freshness(waiting, 12.0) is SeriesFreshness.STALE  # the newest scrape failed
     assert store.last_known(waiting) == (0.0, 0.0)
     store.ingest(frame(13.0, GAUGE, {"vllm:num_requests_waiting": 3.0}))
     assert store.latest(waiting, 13.0) == 3.0
@@ -154,31 +162,6 @@ def test_windowed_quantile_uses_bucket_deltas_and_merges_engines_by_summing() ->
     assert store.histogram_mean("vllm:time_to_first_token_seconds", 10.0, 10.0)[
         ()
     ] == pytest.approx(0.3)
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.integers(0, 50), min_size=1, max_size=8), st.floats(0.01, 0.99))
-def test_quantile_matches_reference_interpolation(per_bucket: list[int], q: float) -> None:
-    bounds = [0.1 * (i + 1) for i in range(len(per_bucket))]
-    cumulative, running = [], 0
-    for count in per_bucket:
-        running += count
-        cumulative.append(float(running))
-    buckets = [*zip(bounds, cumulative, strict=True), (math.inf, float(running))]
-    result = quantile(q, buckets)
-    if running == 0:
-        assert result is None
-        return
-    rank = q * running
-    index = next(i for i, c in enumerate(cumulative) if c >= rank)
-    lower = bounds[index - 1] if index else 0.0
-    below = cumulative[index - 1] if index else 0.0
-    expected = lower + (bounds[index] - lower) * (rank - below) / (cumulative[index] - below)
-    assert result == pytest.approx(expected)
-
-
-def test_quantile_in_inf_bucket_returns_largest_finite_bound() -> None:
-    assert quantile(0.99, [(0.1, 1), (1.0, 1), (math.inf, 10)]) == 1.0
 
 
 def test_old_metric_names_are_read_as_current_names_without_double_counting() -> None:
@@ -358,6 +341,19 @@ def test_junk_that_comes_first_never_costs_the_vllm_series() -> None:
     (running,) = store.select("vllm:num_requests_running")
     assert store.latest(running, 2.0) == 2.0
     assert store.series_count() <= 100 and store.dropped_series > 0
+
+
+def test_one_server_s_junk_never_costs_another_server_its_series() -> None:
+    store = Store()
+    junk = "".join(f'junk_total{{shard="{n}"}} {n}\n' for n in range(OTHER_MAX_SERIES + 100))
+    frame = frame_from_texts(0.0, {"http://a:8000": junk, "http://b:8000": fixture("underload")})
+    store.ingest(frame)
+    kept_junk = store.select("junk_total")
+    assert len(kept_junk) == OTHER_MAX_SERIES and store.dropped_series == 100
+    parsed = ExpositionParser().parse(fixture("underload")).samples
+    others_of_b = {s.series.name for s in parsed if not s.series.name.startswith("vllm:")}
+    assert len(others_of_b) > 10
+    assert all(store.select(name, {"instance": "http://b:8000"}) for name in others_of_b)
 
 
 FINISHING = """# TYPE vllm:request_success counter

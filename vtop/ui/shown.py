@@ -16,9 +16,10 @@ from vtop.core.config.server_config import ServerConfig
 from vtop.core.frame import EventKind, GpuSnapshot
 from vtop.core.ingest.feed_status import FeedStatus, Mode
 from vtop.core.rules.engine import Finding, ProposedChange, Triage
-from vtop.core.session.fleet import label_values, last_restart, target_state
-from vtop.core.session.session import Mark, Session, TargetState, short_key
+from vtop.core.session.fleet import label_values, last_restart, target_status
+from vtop.core.session.session import Mark, Session, TargetView, short_key
 from vtop.core.store.summary import TTFT, TargetSummary
+from vtop.text.probe import tokens_in_reads
 from vtop.ui.format import clock_time, duration, number, seconds
 
 CURRENT = ("live", "restarted")
@@ -31,7 +32,7 @@ class Shown:
 
     now: float
     status: FeedStatus
-    target: TargetState | None
+    target: TargetView | None
     state: str
     """LIVE, STALE, UNREACHABLE, ... or REPLAY; PAUSED and END are in `header`."""
     header: tuple[str, ...]
@@ -182,7 +183,7 @@ def build(
             None,
             **common,  # type: ignore[arg-type]
         )
-    state = target_state(target, now, last_restart(session, target.target))
+    state = target_status(target, now, last_restart(session, target.target))
     stale = None if state in CURRENT else _stale_note(session, target, state, now)
     triage = with_fleet(session, target)
     seen = watched_for(session, target, now)
@@ -227,11 +228,11 @@ def front_door_line(session: Session, summary: TargetSummary | None) -> str | No
         return head + (probe.error or f"HTTP {probe.status}")
     return head + (
         f"first token {seconds(probe.first_token_s)} (engine p50 {seconds(engine)}), "
-        f"{probe.tokens} tokens in {len(probe.reads)} reads, HTTP {probe.status}"
+        f"{tokens_in_reads(probe)}, HTTP {probe.status}"
     )
 
 
-def watched_for(session: Session, target: TargetState, now: float) -> float | None:
+def watched_for(session: Session, target: TargetView, now: float) -> float | None:
     """Seconds of answered scrapes behind the target's figures (None before the first)."""
     first = target.first_ok_timestamp
     return None if first is None else now - first
@@ -268,7 +269,7 @@ def _mode(status: FeedStatus, now: float) -> tuple[str, ...]:
 
 def _header(
     session: Session,
-    target: TargetState,
+    target: TargetView,
     label: str,
     status: FeedStatus,
     now: float,
@@ -306,7 +307,7 @@ def fit(parts: tuple[str, ...], width: int) -> str:
     return line
 
 
-def uptime(session: Session, target: TargetState, now: float) -> float | None:
+def uptime(session: Session, target: TargetView, now: float) -> float | None:
     """Seconds since the vLLM process started."""
     started = session.store.latest_by(
         "process_start_time_seconds", now, {"instance": target.target}
@@ -381,16 +382,14 @@ def action_line(triage: Triage | None, stale: str | None) -> str:
     return render_action(action_parts(triage, stale))
 
 
-def _stale_note(session: Session, target: TargetState, state: str, now: float) -> str:
+def _stale_note(session: Session, target: TargetView, state: str, now: float) -> str:
     """`UNREACHABLE, last data 2m ago` and the like."""
     last_ok = session.store.target_last_ok(target.target)
     since = f"last data {duration(now - last_ok)} ago" if last_ok is not None else "no data yet"
     return f"{state.upper()}, {since}"
 
 
-def banner_text(
-    session: Session, target: TargetState, status: FeedStatus, now: float
-) -> str | None:
+def banner_text(session: Session, target: TargetView, status: FeedStatus, now: float) -> str | None:
     """What is wrong with the data, or None."""
     exited = session.exited.get(target.target)
     if exited is not None:
@@ -426,7 +425,7 @@ def prometheus_down(session: Session, now: float) -> str | None:
     return None
 
 
-def no_finding(target: TargetState | None) -> str:
+def no_finding(target: TargetView | None) -> str:
     """What the findings panel says when it is empty."""
     if target is None or target.triage is None:
         return "No data yet."
@@ -435,7 +434,7 @@ def no_finding(target: TargetState | None) -> str:
     return f"No finding: nothing to act on.{extra}"
 
 
-def with_fleet(session: Session, target: TargetState) -> Triage | None:
+def with_fleet(session: Session, target: TargetView) -> Triage | None:
     """A server's own findings, then fleet findings that name it (e.g. B1 on this replica)."""
     if target.triage is None:
         return None
@@ -448,4 +447,4 @@ def with_fleet(session: Session, target: TargetState) -> Triage | None:
     if not about:
         return target.triage
     own = target.triage
-    return Triage(own.findings + tuple(about), own.unchecked, own.errors)
+    return dataclasses.replace(own, findings=own.findings + tuple(about))

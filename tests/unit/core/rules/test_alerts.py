@@ -22,7 +22,7 @@ from vtop.core.ingest.sources.vllm_http import ScrapeOptions
 from vtop.core.rules.loader import load_rules
 from vtop.core.session.diagnose import DiagnoseOptions
 from vtop.core.session.session import Session
-from vtop.ui.state import _mode as header_mode
+from vtop.ui.shown import _mode as header_mode
 
 STORMY, QUIET = "10.0.0.1:8000", "10.0.0.2:8000"
 

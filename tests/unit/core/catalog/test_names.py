@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tests.support.payloads import fixture
-from vtop.core.catalog import BY_NAME, canonical_name
+from vtop.core.catalog.names import BY_NAME, canonical_name
 from vtop.core.config.cache_config import (
     cache_config_from_labels,
     cache_configs,
@@ -11,7 +11,6 @@ from vtop.core.config.cache_config import (
 )
 from vtop.core.ingest.exposition import ExpositionParser
 from vtop.core.rules.loader import load_rules
-from vtop.core.rules.promql.ast import selectors
 
 
 def test_aliases_map_old_names_to_current() -> None:
@@ -57,13 +56,7 @@ def test_capacity_falls_back_to_blocks_times_block_size_and_none_is_unknown() ->
 def test_every_name_a_shipped_rule_reads_is_in_the_catalogue() -> None:
     """A name the catalogue lacks is typed by its suffix alone (a histogram's `_count` as a
     counter, its `_bucket` as a gauge) in `--prometheus` mode and in rule tests."""
-    read: set[str] = set()
-    for rule in load_rules():
-        exprs = [rule.expr, *rule.evidence.values()]
-        for change in rule.suggestions:
-            exprs += [e for e in (change.current, change.proposed, change.when) if e]
-        for expr in exprs:
-            read |= {s.name for s in selectors(expr) if s.name.startswith("vllm:")}
+    read = {name for rule in load_rules() for name in rule.names_read if name.startswith("vllm:")}
     lacking = sorted(name for name in read if family(name) not in BY_NAME)
     assert not lacking, lacking
 

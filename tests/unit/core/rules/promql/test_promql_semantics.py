@@ -12,6 +12,7 @@ from vtop.core.ops.rule_unittest import expand
 from vtop.core.rules.engine import Engine
 from vtop.core.rules.loader import load_rules
 from vtop.core.rules.promql.evaluator import Context, EvaluationError, evaluate, evaluate_named
+from vtop.core.rules.promql.functions import bucket_quantile, extrapolated_rate
 from vtop.core.rules.promql.parser import PromQLError, parse
 from vtop.core.store.store import Store
 
@@ -129,3 +130,21 @@ def test_histogram_quantile_without_observations_is_nan_and_q_outside_is_infinit
     nan = value("histogram_quantile(0.5, rate(h_bucket[1m]))", store)
     assert isinstance(nan, dict) and math.isnan(nan[()])
     assert value("histogram_quantile(2, rate(h_bucket[1m]))", store) == {(): math.inf}
+
+
+def test_histogram_quantile_zero_in_an_empty_first_bucket_is_nan_as_in_go() -> None:
+    assert math.isnan(bucket_quantile(0.0, [(1.0, 0.0), (2.0, 3.0), (math.inf, 3.0)]))
+    assert bucket_quantile(0.5, [(1.0, 0.0), (2.0, 3.0), (math.inf, 3.0)]) == 1.5
+
+
+def test_rate_rounds_as_prometheus_does_one_factor_per_second_included() -> None:
+    """Figures promtool 2.42 gives for `rate(m[5m])` over `0+1x60` and `0+4x60` (1 s apart) at
+    45 s and 50 s: the result times one factor, not the increase divided by the range."""
+
+    def rate(step: float, at: int) -> float | None:
+        times = [float(t) for t in range(at + 1)]
+        return extrapolated_rate(times, [step * t for t in times], at - 300.0, at, True, True)
+
+    assert rate(1.0, 45) == 0.15000000000000002
+    assert rate(4.0, 45) == 0.6000000000000001
+    assert rate(4.0, 50) == 0.6666666666666667

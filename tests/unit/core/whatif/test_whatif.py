@@ -10,9 +10,8 @@ from tests.support.frames import TARGET, frame_from_text
 from vtop.core.config.effective_config import DiagnoseOptions
 from vtop.core.config.inference import INFERRED
 from vtop.core.config.server_config import ServerConfig, Setting
-from vtop.core.ops.rank import primary_predictions
 from vtop.core.rules.loader import load_rules
-from vtop.core.session.diagnose import judged_diagnosis, judged_window
+from vtop.core.session.diagnose import judged_window
 from vtop.core.session.session import Session
 from vtop.core.whatif.calibrate import (
     UNBOUNDED_SEQS,
@@ -20,6 +19,7 @@ from vtop.core.whatif.calibrate import (
     engine_config,
     inferred_settings,
     measure,
+    queue_held_by,
     refusal,
 )
 from vtop.core.whatif.predict import whatif
@@ -117,21 +117,6 @@ def test_unknown_flags_and_windows_without_traffic_are_refused() -> None:
         whatif(quiet.store, quiet_target, quiet_now, quiet_span, config, {})
 
 
-def test_the_storm_s_alternatives_are_ranked_more_kv_before_fewer_sequences() -> None:
-    frames = FRAMES[: APPLIED - 5]
-    options = DiagnoseOptions(read_gpus=False)
-    target = frames[-1].scrapes[0].target
-    diagnosis, session = judged_diagnosis(target, frames, load_rules(), options)
-    predictions = primary_predictions(session, diagnosis)
-    assert predictions is not None and predictions.reason is None
-    assert predictions.figure == "preemptions_per_s"
-    flags = [ranked.change.flag for ranked in predictions.ranked]
-    assert flags[0] == "--num-gpu-blocks-override" and "--max-num-seqs" in flags
-    best, fewer = predictions.ranked[0], predictions.ranked[flags.index("--max-num-seqs")]
-    assert best.keeps_throughput and not fewer.keeps_throughput
-    assert best.predicted["preemptions_per_s"] == 0
-
-
 @pytest.mark.parametrize(
     "counter",
     [
@@ -171,7 +156,7 @@ def test_an_unknown_cap_that_never_held_a_request_back_is_taken_as_not_binding()
     assert inferred_settings(inferred) == ("max_num_seqs",)
 
 
-def test_the_storm_known_by_url_alone_says_its_cap_is_inferred_or_refuses_without_one() -> None:
+def test_the_storm_known_by_url_alone_says_its_cap_is_inferred_or_why_none_binds() -> None:
     session, target, now, span = window(0, APPLIED - 5)
     config = session.targets[target].config
     settings = dict(config.settings)
@@ -180,6 +165,49 @@ def test_the_storm_known_by_url_alone_says_its_cap_is_inferred_or_refuses_withou
     prediction = whatif(session.store, target, now, span, as_inferred, {"--max-num-seqs": 1})
     assert "max-num-seqs 16 (inferred)" in text_whatif(prediction)
     assert json_whatif(prediction)["model"]["inferred"] == ["max_num_seqs"]
-    del settings["max_num_seqs"]
-    with pytest.raises(CannotModelError, match="requests waited"):
-        whatif(session.store, target, now, span, ServerConfig(settings, config.facts), {})
+    del settings["max_num_seqs"]  # no cap at all: the storm's preemptions held the queue
+    unknown = whatif(
+        session.store,
+        target,
+        now,
+        span,
+        ServerConfig(settings, config.facts),
+        {"--max-num-seqs": 1},
+    )
+    assert unknown.predicted is not None and unknown.predicted["preemptions_per_s"] == 0
+    reason = json_whatif(unknown)["model"]["max_num_seqs_unbound_because"]
+    assert reason == "requests were preempted, so the KV pool held the queue"
+    assert f"max-num-seqs unknown ({reason}: taken as not binding)" in text_whatif(unknown)
+
+
+def test_an_unknown_cap_is_not_binding_where_another_limit_holds_the_queue() -> None:
+    """URL alone: with a queue, an unknown --max-num-seqs is a refusal unless the window shows
+    what held the queue (preemptions or a full KV cache, steps at the budget)."""
+    known = ServerConfig(
+        {"kv_capacity_tokens": Setting(1024, "cache_config_info"), "block_size": Setting(128, "")}
+    )
+    with pytest.raises(CannotModelError, match="max_num_seqs"):
+        engine_config(known, 1, waiting=5.0)
+    held = engine_config(known, 1, waiting=5.0, held_by="the KV cache reached 97%")
+    assert held.max_num_seqs == UNBOUNDED_SEQS
+    session = Session([], DiagnoseOptions(read_gpus=False))
+    for t in range(20):
+        text = (
+            "# TYPE vllm:request_queue_time_seconds histogram\n"
+            f"vllm:request_queue_time_seconds_sum {5.0 * t}\n"
+            "# TYPE vllm:kv_cache_usage_perc gauge\n"
+            f"vllm:kv_cache_usage_perc {0.97 if t % 2 else 0.6}\n"
+        )
+        session.ingest(frame_from_text(float(t), text))
+    figures = measure(session.store, TARGET, 19.0, 19.0)
+    reason = queue_held_by(session.store, TARGET, 19.0, 19.0, figures, known)
+    assert reason == "the KV cache reached 97%, which held the queue"
+    for t in range(20, 40):  # the same queue with the cache at 60%: nothing explains it
+        text = (
+            "# TYPE vllm:request_queue_time_seconds histogram\n"
+            f"vllm:request_queue_time_seconds_sum {5.0 * t}\n"
+            "# TYPE vllm:kv_cache_usage_perc gauge\nvllm:kv_cache_usage_perc 0.6\n"
+        )
+        session.ingest(frame_from_text(float(t), text))
+    figures = measure(session.store, TARGET, 39.0, 19.0)
+    assert queue_held_by(session.store, TARGET, 39.0, 19.0, figures, known) == ""

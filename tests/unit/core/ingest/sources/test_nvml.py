@@ -9,13 +9,13 @@ from tests.support.fakes.fake_pynvml import (
     NVMLError_LibraryNotFound,
     NVMLError_NotSupported,
 )
-from vtop.core.frame import GpuState
+from vtop.core.frame import GpuStatus
 from vtop.core.ingest.sources.nvml import NvmlSource, decode_clock_event_reasons, gpus_of_process
 
 
 def test_full_reading() -> None:
     snapshot = NvmlSource(FakeNvml([FakeGpu(reasons=0x4 | 0x40)])).read()
-    assert snapshot.state is GpuState.OK
+    assert snapshot.state is GpuStatus.OK
     [gpu] = snapshot.gpus
     assert gpu.name == "NVIDIA H200"
     assert gpu.power_w == 650.0 and gpu.power_limit_w == 700.0
@@ -43,17 +43,17 @@ def test_field_errors_are_recorded_and_other_gpus_still_read() -> None:
 
 def test_no_library_is_a_state_not_a_crash() -> None:
     snapshot = NvmlSource(FakeNvml([], init_error=NVMLError_LibraryNotFound)).read()
-    assert snapshot.state is GpuState.NO_GPU
+    assert snapshot.state is GpuStatus.NO_GPU
     assert "LIBRARY_NOT_FOUND" in snapshot.message
 
 
 def test_real_pynvml_on_this_machine_reports_no_gpu_or_readings() -> None:
     snapshot = NvmlSource().read()
-    assert snapshot.state in (GpuState.NO_GPU, GpuState.OK)
+    assert snapshot.state in (GpuStatus.NO_GPU, GpuStatus.OK)
 
 
 def test_zero_gpus() -> None:
-    assert NvmlSource(FakeNvml([])).read().state is GpuState.NO_GPU
+    assert NvmlSource(FakeNvml([])).read().state is GpuStatus.NO_GPU
 
 
 def test_decode_and_process_mapping() -> None:

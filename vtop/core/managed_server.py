@@ -17,7 +17,7 @@ from vtop.core.redact import redactor
 
 
 @dataclass(frozen=True)
-class ServerState:
+class ManagedServer:
     """What vtop remembers about a server it started (one JSON file per server)."""
 
     name: str
@@ -71,7 +71,7 @@ def is_zombie(pid: int) -> bool:
         return False
 
 
-def is_alive(state: ServerState) -> bool:
+def is_alive(state: ManagedServer) -> bool:
     """True when the pid is running and is still the process vtop started (a state file without
     the kernel start time proves nothing, so it is never trusted)."""
     started = kernel_start_time(state.pid)
@@ -102,7 +102,7 @@ def write_private(path: Path, text: str) -> None:
     partial.replace(path)
 
 
-def save(state: ServerState, directory: Path) -> Path:
+def save(state: ManagedServer, directory: Path) -> Path:
     """Write the state file atomically."""
     path = directory / f"{state.name}.json"
     private_directory(directory)
@@ -110,21 +110,21 @@ def save(state: ServerState, directory: Path) -> Path:
     return path
 
 
-def load_states(directory: Path) -> list[tuple[ServerState | None, Path, str]]:
+def load_states(directory: Path) -> list[tuple[ManagedServer | None, Path, str]]:
     """Every state file: (state or None, path, problem) — a broken file is reported, not used."""
-    found: list[tuple[ServerState | None, Path, str]] = []
+    found: list[tuple[ManagedServer | None, Path, str]] = []
     for path in sorted(directory.glob("*.json")):
         try:
             data = json.loads(path.read_text())
             data["argv"] = tuple(data["argv"])
             data["secret_env"] = tuple(data.get("secret_env", ()))
-            found.append((ServerState(**data), path, ""))
+            found.append((ManagedServer(**data), path, ""))
         except (OSError, ValueError, TypeError, KeyError) as error:
             found.append((None, path, f"unreadable state file: {error}"))
     return found
 
 
-def managed(directory: Path) -> list[ServerState]:
+def managed(directory: Path) -> list[ManagedServer]:
     """Servers whose state file is readable (alive or not)."""
     return [state for state, _, _ in load_states(directory) if state is not None]
 
@@ -140,17 +140,17 @@ def reap() -> None:
             del _REAPERS[pid]
 
 
-def keep_reaped(state: ServerState, child: subprocess.Popen[bytes]) -> None:
+def keep_reaped(state: ManagedServer, child: subprocess.Popen[bytes]) -> None:
     """Remember a child so that reap() collects it."""
     _REAPERS[state.pid] = child
 
 
-def forget(state: ServerState, directory: Path) -> None:
+def forget(state: ManagedServer, directory: Path) -> None:
     """Remove a server's state file (its log is kept)."""
     (directory / f"{state.name}.json").unlink(missing_ok=True)
 
 
-def read_log(state: ServerState, offset: int = 0) -> tuple[str, int]:
+def read_log(state: ManagedServer, offset: int = 0) -> tuple[str, int]:
     """Log text from `offset` and the new offset (a truncated log restarts at 0)."""
     path = Path(state.log_path)
     try:

@@ -1,0 +1,42 @@
+"""Settings inferred from the engine's behaviour (a sequence cap, a token budget)."""
+
+from __future__ import annotations
+
+from vtop.core.config.inference import EngineWindow, infer_max_num_seqs
+
+
+def cap_window(peak: float, share: float, little: float) -> EngineWindow:
+    """A queued engine with KV free whose running gauge and Little's law say what they say."""
+    return EngineWindow(
+        labels=(("engine", "0"),),
+        span_s=14.9,
+        scrapes=11,
+        running_peak=peak,
+        running_share_at_peak=share,
+        running_little=little,
+        waiting=35.0,
+        kv_peak=0.001,
+        preemptions=0.0,
+        generated=11974.0,
+        tokens_per_step=24.4,
+        prefilling=0.39,
+        prompt_p99=497.0,
+    )
+
+
+def test_a_cap_the_gauge_misses_between_steps_is_inferred_from_littles_law() -> None:
+    # figures of a real sequence cap of 2 on a busy 2-core host: the gauge read 2 at 9% of scrapes
+    missed = cap_window(peak=2, share=0.09, little=1.88)
+    assert missed.pinned
+    inferred = infer_max_num_seqs(missed, None)
+    assert inferred is not None and inferred.value == 2, inferred
+    assert inferred.source.startswith("inferred: running held at 2"), inferred
+    # and one whose gauge read 1 at every scrape while the counters say 2.00 ran throughout
+    under_read = cap_window(peak=1, share=1.0, little=2.0004)
+    inferred = infer_max_num_seqs(under_read, None)
+    assert inferred is not None and inferred.value == 2, inferred
+    # a mean between whole numbers above the peak says nothing about a cap
+    assert infer_max_num_seqs(cap_window(peak=1, share=1.0, little=1.5), None) is None
+    # a batch wandering near a large peak implies nothing: Little's mean 11 of a peak of 12
+    wandering = cap_window(peak=12, share=0.05, little=11.0)
+    assert not wandering.pinned and infer_max_num_seqs(wandering, None) is None

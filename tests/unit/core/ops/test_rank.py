@@ -1,0 +1,24 @@
+"""A finding's alternatives ranked by what the model predicts each does."""
+
+from __future__ import annotations
+
+from tests.support.demo import APPLIED, FRAMES
+from vtop.core.config.effective_config import DiagnoseOptions
+from vtop.core.ops.rank import primary_predictions
+from vtop.core.rules.loader import load_rules
+from vtop.core.session.diagnose import judged_diagnosis
+
+
+def test_the_storm_s_alternatives_are_ranked_more_kv_before_fewer_sequences() -> None:
+    frames = FRAMES[: APPLIED - 5]
+    options = DiagnoseOptions(read_gpus=False)
+    target = frames[-1].scrapes[0].target
+    diagnosis, session = judged_diagnosis(target, frames, load_rules(), options)
+    predictions = primary_predictions(session, diagnosis)
+    assert predictions is not None and predictions.reason is None
+    assert predictions.figure == "preemptions_per_s"
+    flags = [ranked.change.flag for ranked in predictions.ranked]
+    assert flags[0] == "--num-gpu-blocks-override" and "--max-num-seqs" in flags
+    best, fewer = predictions.ranked[0], predictions.ranked[flags.index("--max-num-seqs")]
+    assert best.keeps_throughput and not fewer.keeps_throughput
+    assert best.predicted["preemptions_per_s"] == 0
