@@ -17,9 +17,9 @@ from vtop.cli.options import (
 from vtop.cli.serve import pick_server
 from vtop.core.manage.apply import Applied
 from vtop.core.manage.bench import BenchConfig, Lengths
-from vtop.core.manage.verdict import comparison_lines
+from vtop.core.manage.verdict import comparison_lines, measurement_table
 from vtop.core.managed_server import is_alive, state_dir
-from vtop.core.ops.tune import TuneOptions, tune
+from vtop.core.ops.tune import NotApplied, TuneOptions, tune
 
 EXIT_ROLLED_BACK, EXIT_NOTHING = 1, 2
 
@@ -83,10 +83,10 @@ def tune_main(argv: list[str]) -> int:
     return tune_exit_code(result)
 
 
-def tune_report(result: Applied | str) -> list[str]:
+def tune_report(result: Applied | NotApplied) -> list[str]:
     """What was tried, the figures side by side, and the outcome."""
-    if isinstance(result, str):
-        return [f"nothing applied: {result}"]
+    if isinstance(result, NotApplied):
+        return [f"nothing applied: {result.reason}", *baseline_lines(result)]
     lines = [f"finding: {result.finding.key} {result.finding.rule.title}", *result.diff]
     if result.after is not None:
         lines += comparison_lines(result.before, result.after)
@@ -99,8 +99,13 @@ def tune_report(result: Applied | str) -> list[str]:
     return lines
 
 
-def tune_exit_code(result: Applied | str) -> int:
+def baseline_lines(result: NotApplied) -> list[str]:
+    """The baseline's figures the triage judged."""
+    return measurement_table([(f"{result.window_s:.0f} s load", result.before)])
+
+
+def tune_exit_code(result: Applied | NotApplied) -> int:
     """0 kept, 1 rolled back, 2 nothing applied."""
-    if isinstance(result, str):
+    if isinstance(result, NotApplied):
         return EXIT_NOTHING
     return EXIT_ROLLED_BACK if result.rolled_back else 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from vtop.core.rules.engine import Finding
@@ -154,17 +155,23 @@ def _throughput_loss(before: Measurement, after: Measurement) -> float | None:
 
 def comparison_lines(before: Measurement, after: Measurement) -> list[str]:
     """Side-by-side figures."""
-    rows = [
-        ("preemptions/s", before.preemptions_per_s, after.preemptions_per_s, "{:.2f}"),
-        ("waiting (avg)", before.waiting, after.waiting, "{:.1f}"),
-        ("KV usage", before.kv_usage, after.kv_usage, "{:.0%}"),
-        ("TTFT p99 s", before.ttft_p99_s, after.ttft_p99_s, "{:.2f}"),
-        ("output tok/s", before.generation_tokens_per_s, after.generation_tokens_per_s, "{:.0f}"),
-        ("errors", float(before.errors), float(after.errors), "{:.0f}"),
+    return measurement_table([("before", before), ("after", after)])
+
+
+def measurement_table(columns: list[tuple[str, Measurement]]) -> list[str]:
+    """The judged figures, one column per named measurement."""
+    rows: list[tuple[str, Callable[[Measurement], float | None], str]] = [
+        ("preemptions/s", lambda m: m.preemptions_per_s, "{:.2f}"),
+        ("waiting (avg)", lambda m: m.waiting, "{:.1f}"),
+        ("KV usage", lambda m: m.kv_usage, "{:.0%}"),
+        ("TTFT p99 s", lambda m: m.ttft_p99_s, "{:.2f}"),
+        ("output tok/s", lambda m: m.generation_tokens_per_s, "{:.0f}"),
+        ("errors", lambda m: float(m.errors), "{:.0f}"),
     ]
-    lines = [f"{'':16}{'before':>12}{'after':>12}"]
-    for name, old, new, pattern in rows:
-        lines.append(f"{name:16}{_cell(old, pattern):>12}{_cell(new, pattern):>12}")
+    lines = [f"{'':16}" + "".join(f"{name:>12}" for name, _ in columns)]
+    for label, figure, pattern in rows:
+        cells = "".join(f"{_cell(figure(m), pattern):>12}" for _, m in columns)
+        lines.append(f"{label:16}{cells}")
     return lines
 
 

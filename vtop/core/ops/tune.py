@@ -80,6 +80,35 @@ def measurement(
     return measure(store, target, now, window, report.failed)
 
 
+@dataclass(frozen=True)
+class NotApplied:
+    """Why a tune changed nothing, with the baseline it judged (a user reruns with more load,
+    a longer window or a named finding on these figures)."""
+
+    reason: str
+    before: Measurement
+    window_s: float
+
+
+def why_nothing(diagnosis: Diagnosis, finding_id: str | None) -> str:
+    """What the baseline's triage held: its verdict, the findings acted on that carry no
+    computable change, and the rules still pending their `for:` (a longer load shows them)."""
+    named = f" {finding_id}" if finding_id else ""
+    parts = [f"no finding{named} with a computable change (verdict {diagnosis.verdict}"]
+    triage = diagnosis.triage
+    if triage is None:
+        return f"{parts[0]}: {diagnosis.reason or 'no triage'})"
+    without = [f.rule.id for f in triage.findings if _acted_on(f, finding_id)]
+    if without:
+        parts.append(f"{', '.join(without)} without a flag to change")
+    for held in triage.pending:
+        parts.append(
+            f"{held.rule.id} pending: held {held.held_s:.0f} s of its {held.rule.for_s:.0f} s"
+            " (a longer load may show it)"
+        )
+    return "; ".join(parts) + ")"
+
+
 def pick(diagnosis: Diagnosis, finding_id: str | None) -> tuple[Finding, ProposedChange] | None:
     """The finding to act on (the primary by default) and its first computable change. By
     default only findings that call for action (warning, critical) are acted on: an info
@@ -101,17 +130,18 @@ def _acted_on(finding: Finding, finding_id: str | None) -> bool:
     return finding.rule.severity != "info"
 
 
-async def tune(state: ManagedServer, options: TuneOptions) -> Applied | str:
-    """Baseline under the load, then the apply flow measured by the same load; a string says
-    why nothing was applied."""
+async def tune(state: ManagedServer, options: TuneOptions) -> Applied | NotApplied:
+    """Baseline under the load, then the apply flow measured by the same load (or why nothing
+    was applied, with the baseline's figures)."""
     frames, report = await measure_window(state, options.load(state.url), options.settings)
     log, _ = read_log(state)
     settings = dataclasses.replace(options.settings, vllm_args=" ".join(state.argv))
     told = DiagnoseOptions.from_settings(settings, log, read_gpus=False)
     diagnosis, session = judged_diagnosis(state.url, frames, options.rules, told)
     chosen = pick(diagnosis, options.finding_id)
+    before = measurement(frames, report, dataclasses.replace(options, profiles=None))
     if chosen is None:
-        return f"no finding {options.finding_id or ''} with a computable change".replace("  ", " ")
+        return NotApplied(why_nothing(diagnosis, options.finding_id), before, diagnosis.window_s)
 
     async def after(new_state: ManagedServer) -> Measurement:
         if options.warmup is not None:
@@ -121,7 +151,6 @@ async def tune(state: ManagedServer, options: TuneOptions) -> Applied | str:
         return measurement(frames, report, options, config)
 
     finding, change = chosen
-    before = measurement(frames, report, dataclasses.replace(options, profiles=None))
     config = session.targets[state.url].config if state.url in session.targets else None
     predicted = None
     if config is not None and session.now is not None:

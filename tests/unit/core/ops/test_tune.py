@@ -1,12 +1,15 @@
-"""What `vtop tune` acts on: the primary's change; an info finding's only when named."""
+"""What `vtop tune` acts on: the primary's change; an info finding's only when named; and what it
+says when it acts on nothing."""
 
 from __future__ import annotations
 
 import dataclasses
 
 from tests.support.demo import APPLIED, FRAMES
+from tests.support.frames import TARGET
+from tests.support.storm import storm_frames
 from vtop.core.config.effective_config import DiagnoseOptions
-from vtop.core.ops.tune import pick
+from vtop.core.ops.tune import pick, why_nothing
 from vtop.core.rules.loader import load_rules
 from vtop.core.session.diagnose import judged_diagnosis
 
@@ -26,3 +29,13 @@ def test_tune_acts_on_what_calls_for_action_and_on_a_note_only_when_named() -> N
     assert pick(only_notes, None) is None  # a note's change is never applied unasked
     named = pick(only_notes, notes[0].rule.id)
     assert named is not None and named[0].rule.id == notes[0].rule.id
+
+
+def test_a_baseline_that_holds_a_storm_too_briefly_says_so_rather_than_nothing() -> None:
+    frames = storm_frames()[:6]
+    diagnosis, _ = judged_diagnosis(TARGET, frames, load_rules(), DiagnoseOptions(read_gpus=False))
+    assert pick(diagnosis, "M1") is None  # M1 holds, not yet for its 5 s
+    reason = why_nothing(diagnosis, "M1")
+    assert reason.startswith("no finding M1 with a computable change (verdict warning"), reason
+    assert "M1 pending: held" in reason and "of its 5 s" in reason, reason
+    assert "Q1" not in reason  # the finding acted on is the named one
