@@ -70,6 +70,13 @@ def whatif_parser() -> argparse.ArgumentParser:
     command.add_argument("--interval", type=float, help="seconds between scrapes (1)")
     command.add_argument("--from", dest="start", type=float, help="recording: from N s in")
     command.add_argument("--to", dest="end", type=float, help="recording: up to N s in")
+    command.add_argument(
+        "--after-restart",
+        dest="after_restart_s",
+        type=float,
+        metavar="SECONDS",
+        help="also predict the first SECONDS after the restart (default: the window's length)",
+    )
     command.add_argument("--vllm-args", help="the server's `vllm serve` flags, as one string")
     command.add_argument("--vllm-log", type=Path, help="the server's startup log")
     command.add_argument("--json", action="store_true", help="print the JSON report")
@@ -113,7 +120,15 @@ def _whatif(args: argparse.Namespace) -> int:
     profiles = step_profiles_of(EXIT_CANNOT)
     try:
         prediction = whatif(
-            session.store, target, now, window, state.config, dict(args.changes), 0, profiles
+            session.store,
+            target,
+            now,
+            window,
+            state.config,
+            dict(args.changes),
+            0,
+            profiles,
+            args.after_restart_s,
         )
     except CannotModelError as error:
         raise CliError(f"whatif: cannot model this window: {error}", EXIT_CANNOT) from None

@@ -86,21 +86,26 @@ def _step(prediction: Prediction) -> str:
 
 
 def text_whatif(prediction: Prediction) -> str:
-    """A table a person reads: each figure measured, replayed and predicted."""
+    """A table a person reads: each figure measured, replayed and predicted (steady, and over
+    the first seconds after the restart)."""
     changes = " ".join(f"{flag} {value:g}" for flag, value in prediction.changes.items())
+    first = prediction.after_restart
+    first_head = f"first {prediction.after_restart_s:.0f} s" if first is not None else ""
     lines = [
         *_model_lines(prediction),
         "",
-        f"{'':22}{'measured':>10}{'replay':>10}{'predicted':>11}",
+        f"{'':22}{'measured':>10}{'replay':>10}{'predicted':>11}     {first_head:>11}".rstrip(),
     ]
     for key, label, form in ROWS:
         predicted = None if prediction.predicted is None else prediction.predicted[key]
         direction = (
             "" if prediction.predicted is None else _direction(prediction.replay[key], predicted)
         )
+        after = "" if first is None else _cell(first[key], form)
         lines.append(
             f"{label:22}{_cell(prediction.measured[key], form):>10}"
-            f"{_cell(prediction.replay[key], form):>10}{_cell(predicted, form):>11}  {direction}"
+            f"{_cell(prediction.replay[key], form):>10}{_cell(predicted, form):>11}"
+            f"  {direction:4}{after:>10}".rstrip()
         )
     lines.append("")
     if prediction.predicted is None:
@@ -109,12 +114,27 @@ def text_whatif(prediction: Prediction) -> str:
         )
         lines += [f"  {miss}" for miss in prediction.misses]
     elif changes:
-        lines.append(
-            f"PREDICTED for {changes} (directions against the replay of the current config)"
-        )
+        lines.append(f"PREDICTED for {changes} (directions: against the replay)")
+        lines += _after_restart_lines(prediction)
     else:
         lines.append("CALIBRATED: give --set FLAG=VALUE to predict a change")
     return "\n".join(lines)
+
+
+def _after_restart_lines(prediction: Prediction) -> list[str]:
+    """What the first-seconds column means, and when a measurement shows the steady state."""
+    if prediction.after_restart is None:
+        return []
+    lines = [
+        f"first {prediction.after_restart_s:.0f} s: right after the restart, the queue building "
+        "from empty"
+    ]
+    turnover = prediction.turnover_s
+    if turnover is not None and turnover > 1:
+        lines.append(
+            f"  (the steady state holds once the queue has turned over: about {turnover:.0f} s)"
+        )
+    return lines
 
 
 def json_refusal(reason: str, exit_code: int) -> dict[str, Any]:
@@ -158,6 +178,12 @@ def json_whatif(prediction: Prediction) -> dict[str, Any]:
         "measured": prediction.measured,
         "replay": prediction.replay,
         "predicted": prediction.predicted,
+        "after_restart": (
+            None
+            if prediction.after_restart is None
+            else {"seconds": prediction.after_restart_s, **prediction.after_restart}
+        ),
+        "turnover_s": prediction.turnover_s,
         "misses": prediction.misses,
     }
 

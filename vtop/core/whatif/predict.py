@@ -52,6 +52,22 @@ class Prediction:
     misses: list[str]
     fit: Fit
     changes: dict[str, float] = field(default_factory=dict)
+    after_restart: dict[str, float | None] | None = None
+    """The changed flags' figures over the first `after_restart_s` after the restart (the queue
+    building from empty), beside the steady state of `predicted`."""
+    after_restart_s: float = 0.0
+
+    @property
+    def turnover_s(self) -> float | None:
+        """How long the predicted queue takes to turn over once (waiting over completions per
+        second): a window measured after the restart shows the steady state only past it."""
+        if self.predicted is None:
+            return None
+        waiting, tokens = self.predicted["waiting"], self.predicted["generation_tokens_per_s"]
+        output = self.fit.workload.output_tokens
+        if not waiting or not tokens or output <= 0:
+            return None
+        return waiting / (tokens / output)
 
 
 def changed(
@@ -200,6 +216,18 @@ def predict(calibration: Calibration, changes: Mapping[str, float]) -> dict[str,
     return _figures(outcome, fit, list(calibration.bounds))
 
 
+def predict_after_restart(
+    calibration: Calibration, changes: Mapping[str, float], seconds: float
+) -> dict[str, float | None]:
+    """The changed flags' figures over the first `seconds` after the restart: the clients come
+    back at once to an empty engine, so the queue builds from nothing and the first tokens come
+    sooner than once it has turned over (a window measured right after a restart sees this)."""
+    fit = calibration.fit
+    new = changed(fit.config, changes, calibration.server, fit.engines)
+    outcome = simulate(new, fit.workload, fit.step.cost, seconds, calibration.seed, warmup_s=0.0)
+    return _figures(outcome, fit, list(calibration.bounds))
+
+
 def whatif(
     store: Store,
     target: str,
@@ -209,10 +237,17 @@ def whatif(
     changes: Mapping[str, float],
     seed: int = 0,
     profiles: StepProfiles | None = None,
+    after_restart_s: float | None = None,
 ) -> Prediction:
-    """Calibrate on the window, then predict the changed flags; CannotModelError says why not."""
+    """Calibrate on the window, then predict the changed flags, in the steady state and over
+    the first `after_restart_s` after the restart (the window's length unless given);
+    CannotModelError says why not."""
     calibration = calibrate(store, target, now, window_s, server, seed, profiles)
-    predicted = None if calibration.misses else predict(calibration, changes)
+    first_s = window_s if after_restart_s is None else after_restart_s
+    predicted = after = None
+    if not calibration.misses:
+        predicted = predict(calibration, changes)
+        after = predict_after_restart(calibration, changes, first_s) if changes else None
     return Prediction(
         calibration.measured,
         calibration.replay,
@@ -220,6 +255,8 @@ def whatif(
         calibration.misses,
         calibration.fit,
         dict(changes),
+        after,
+        first_s,
     )
 
 

@@ -10,6 +10,7 @@ from tests.support.frames import TARGET, frame_from_text
 from vtop.core.config.effective_config import DiagnoseOptions
 from vtop.core.config.inference import INFERRED
 from vtop.core.config.server_config import ServerConfig, Setting
+from vtop.core.frame import Frame
 from vtop.core.rules.loader import load_rules
 from vtop.core.session.diagnose import judged_window
 from vtop.core.session.session import Session
@@ -105,6 +106,50 @@ def test_the_demo_storm_is_reproduced_and_the_fix_predicted_as_it_happened() -> 
     assert tokens is not None and before is not None and measured_before is not None
     assert tokens < before and measured.generation_tokens_per_s < measured_before  # both halve
     assert tokens == pytest.approx(measured.generation_tokens_per_s, rel=0.3)
+
+
+def gauge(frame: Frame, name: str) -> float:
+    """One gauge of the frame's first scrape (0 where it is missing)."""
+    values = [s.value for s in frame.scrapes[0].samples if s.series.name == name]
+    return sum(values)
+
+
+def loaded(first: int, last: int) -> tuple[int, int]:
+    """The frames of [first, last) the load ran in: from the first with a request running to
+    the last whose queue is still at four fifths of its height (the drain after it left out)."""
+    frames = FRAMES[first:last]
+    waiting = [gauge(f, "vllm:num_requests_waiting") for f in frames]
+    start = next(i for i, f in enumerate(frames) if gauge(f, "vllm:num_requests_running") > 0)
+    end = max(i for i, w in enumerate(waiting) if w >= 0.8 * max(waiting))
+    return first + start, first + end + 1
+
+
+def test_the_first_seconds_after_the_demo_fix_are_predicted_as_they_were_measured() -> None:
+    """The window after the demo's restart is shorter than one turnover of the queue at one
+    sequence: its requests waited only since the restart, so their TTFT is a fraction of the
+    steady state's. The model predicts both, and the first seconds as measured."""
+    storm, after = loaded(0, APPLIED), loaded(APPLIED + 1, len(FRAMES))
+    session, target, now, span = window(*storm)
+    after_session, after_target, after_now, after_span = window(*after)
+    measured = measure(after_session.store, after_target, after_now, after_span)
+    assert measured.waiting > 5 and measured.ttft_p50_s is not None, measured  # a queue after
+    config = session.targets[target].config
+    prediction = whatif(
+        session.store, target, now, span, config, {"--max-num-seqs": 1}, after_restart_s=after_span
+    )
+    assert prediction.predicted is not None and prediction.after_restart is not None
+    first, steady = prediction.after_restart["ttft_p50_s"], prediction.predicted["ttft_p50_s"]
+    assert first is not None and steady is not None
+    turnover = prediction.turnover_s
+    assert turnover is not None and turnover > after_span, (turnover, after_span)
+    assert first < steady / 2, (first, steady)
+    assert first == pytest.approx(measured.ttft_p50_s, rel=0.25), (first, measured.ttft_p50_s)
+    text = text_whatif(prediction)
+    table = text.split("\n\n", 1)[1]
+    assert f"first {after_span:.0f} s" in table and "turned over: about" in table
+    assert all(len(line) <= 80 for line in table.splitlines()), table
+    shown = json_whatif(prediction)["after_restart"]
+    assert shown["seconds"] == after_span and shown["ttft_p50_s"] == first
 
 
 def test_unknown_flags_and_windows_without_traffic_are_refused() -> None:
