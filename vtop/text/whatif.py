@@ -195,7 +195,7 @@ def text_predictions(predictions: PrimaryPredictions) -> str:
         return "\n".join([*lines, f"  none: {predictions.reason}"])
     before = predictions.replay
     lines.append(
-        f"  now (replay): {_summary(before)}; best first by {predictions.figure}, "
+        f"  now (replay): {figures_summary(before)}; best first by {predictions.figure}, "
         "keeping 90% of the tokens/s"
     )
     for ranked in predictions.ranked:
@@ -203,12 +203,12 @@ def text_predictions(predictions: PrimaryPredictions) -> str:
         note = "" if ranked.keeps_throughput else "  (loses over 10% of the tokens/s)"
         if ranked.extrapolated:
             note += "  (low confidence: larger batches than any slice showed)"
-        lines.append(f"  {flag}: {_summary(ranked.predicted)}{note}")
+        lines.append(f"  {flag}: {figures_summary(ranked.predicted)}{note}")
     return "\n".join(lines)
 
 
-def _summary(figures: dict[str, float | None]) -> str:
-    """preemptions, tokens/s, TTFT p50 in one line."""
+def figures_summary(figures: dict[str, float | None]) -> str:
+    """preemptions, tokens/s, waiting, TTFT p50 in one line."""
     parts = []
     for key, label, form in (
         ("preemptions_per_s", "preemptions/s", "{:.2f}"),

@@ -31,7 +31,7 @@ from vtop.core.session.session import Session, TargetView, short_key
 from vtop.core.whatif.predict import FLAGS, ChangePrediction, predict_change
 from vtop.core.whatif.profile import ProfileError, StepProfiles
 from vtop.text.report import json_report, text_report
-from vtop.text.whatif import text_predictions
+from vtop.text.whatif import figures_summary, text_predictions
 from vtop.ui.explain import explain
 
 MODEL_WINDOW_S = 120.0
@@ -257,19 +257,14 @@ class DashboardActions:
 
 
 def prediction_text(predicted: ChangePrediction) -> str:
-    """One line: the model's figures, or why it gives none."""
+    """The model's figures (steady, then right after the restart), or why it gives none."""
     if predicted.figures is None:
         return f"none ({predicted.reason})"
-    figures = predicted.figures
-    parts = [
-        f"{label} {'-' if figures.get(key) is None else form.format(figures[key])}"
-        for key, label, form in (
-            ("preemptions_per_s", "preemptions/s", "{:.2f}"),
-            ("generation_tokens_per_s", "tokens/s", "{:.0f}"),
-            ("ttft_p50_s", "TTFT p50", "{:.2f} s"),
-        )
-    ]
-    return ", ".join(parts)
+    said = figures_summary(predicted.figures)
+    if predicted.after_restart is not None:
+        first = figures_summary(predicted.after_restart)
+        said += f"; first {predicted.after_restart_s:.0f} s after the restart: {first}"
+    return said
 
 
 def result_lines(result: Applied) -> list[str]:

@@ -140,6 +140,7 @@ async def apply_and_verify(
             "verify",
             server=state.name,
             predicted=None if predicted is None else predicted.figures,
+            predicted_after_restart=None if predicted is None else predicted.after_restart,
             after=result.after,
             verdict=result.verdict,
             problem=result.problem,

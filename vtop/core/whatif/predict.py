@@ -266,6 +266,10 @@ class ChangePrediction:
 
     figures: dict[str, float | None] | None
     reason: str | None = None
+    after_restart: dict[str, float | None] | None = None
+    """Over the first `after_restart_s` after the restart: what a window of the same length,
+    measured right after it (as apply and tune verify), should read."""
+    after_restart_s: float = 0.0
 
 
 def predict_change(
@@ -286,4 +290,6 @@ def predict_change(
         return ChangePrediction(None, str(error))
     if calibration.misses:
         return ChangePrediction(None, "the replay misses " + "; ".join(calibration.misses))
-    return ChangePrediction(predict(calibration, {change.flag: float(change.proposed)}))
+    changes = {change.flag: float(change.proposed)}
+    first = predict_after_restart(calibration, changes, window_s)
+    return ChangePrediction(predict(calibration, changes), None, first, window_s)
