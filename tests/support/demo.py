@@ -43,7 +43,19 @@ async def loaded(pilot: Pilot[int]) -> None:
         await pilot.pause(0.02)
         if app.feed.finished and app.session.now == app.feed.recorded[-1].timestamp:
             break
-    await pilot.pause(0.2)
+    await settled(pilot)
+
+
+async def settled(pilot: Pilot[int]) -> None:
+    """Wait until two renders 0.1 s apart are the same (a table's header takes its columns'
+    widths a refresh after its rows do)."""
+    shown = pilot.app.export_screenshot()
+    for _ in range(30):
+        await pilot.pause(0.1)
+        again = pilot.app.export_screenshot()
+        if again == shown:
+            return
+        shown = again
 
 
 def fleet_frames() -> list[Frame]:

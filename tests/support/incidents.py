@@ -334,14 +334,19 @@ def at_token_budget(window: EngineWindow, spec: ServerSpec) -> str | None:
     return queue(window)
 
 
-STORM_PREEMPTIONS = 10
-"""Preemptions in a 15 s window that make a storm (a few while the load winds down do not)."""
+STORM_PREEMPTIONS_PER_S = 10 / WINDOW_S
+"""Ten preemptions in a 15 s window make a storm (a few while the load winds down do not); a
+rate, so that the part of a window before its last seconds is held to the same storm."""
 
 
 def pool_full(window: EngineWindow, spec: ServerSpec) -> str | None:
     """A storm: requests wait while the full pool preempts again and again."""
-    if window.preemptions < STORM_PREEMPTIONS:
-        return f"{window.preemptions:.0f} preemptions (KV up to {window.kv_peak:.0%})"
+    rate = window.preemptions / window.span_s if window.span_s > 0 else 0.0
+    if rate < STORM_PREEMPTIONS_PER_S:
+        return (
+            f"{window.preemptions:.0f} preemptions in {window.span_s:.1f} s, {rate:.2f}/s"
+            f" (KV up to {window.kv_peak:.0%})"
+        )
     return queue(window)
 
 
