@@ -15,7 +15,15 @@ from typing import Any
 import pytest
 
 from tests.support.incidents import Load, LoadProcess, measure, watch
-from tests.support.nginx import BUFFERED, CLEAN, NO_USAGE, SHORT_READ_TIMEOUT, nginx_in_front
+from tests.support.nginx import (
+    BUFFERED,
+    CLEAN,
+    NO_USAGE,
+    RATE_LIMITED,
+    SHORT_READ_TIMEOUT,
+    UNLIMITED,
+    nginx_in_front,
+)
 from tests.support.scenarios import SEQ_LIMITED
 from tests.support.vllm_harness.server import ServerPool
 from tests.support.vtop_cli import vtop
@@ -29,9 +37,11 @@ PATH_SERVER = SEQ_LIMITED
 """Two sequence slots: a queue ten clients keep standing, and a canary waits in it."""
 
 
-async def canary(url: str, endpoint: str = "completions", timeout_s: float = 60) -> ProbeResult:
+async def canary(
+    url: str, endpoint: str = "completions", timeout_s: float = 60, tokens: int = 32
+) -> ProbeResult:
     """One canary of vtop's own source, straight (the precondition's measure)."""
-    source = ProbeSource(url, ProbeOptions(endpoint, max_tokens=32, timeout_s=timeout_s))
+    source = ProbeSource(url, ProbeOptions(endpoint, max_tokens=tokens, timeout_s=timeout_s))
     try:
         return await source.probe()
     finally:
@@ -103,6 +113,42 @@ async def test_a_stream_without_its_usage_is_found(vllm_pool: ServerPool, tmp_pa
         assert stripped.ok and stripped.tokens > 0 and stripped.usage_tokens is None, stripped
         code, report = probe_json(url, server.url, "--endpoint", "completions")
         assert code == 1 and path_ids(report) == {"F4"}, report
+
+
+async def test_a_path_slower_than_vllm_writes_is_found_and_quiet_without_the_limit(
+    vllm_pool: ServerPool, tmp_path: Path
+) -> None:
+    server = vllm_pool.get(PATH_SERVER)
+    direct = await canary(server.url, tokens=PACED_TOKENS)
+    written = direct.mean_read_gap_s
+    assert direct.ok and written is not None, direct
+    paced_probe = ("--endpoint", "completions", "--count", "1", "--tokens", str(PACED_TOKENS))
+    with nginx_in_front(server.url, RATE_LIMITED, tmp_path / "rate-limited") as url:
+        code, report = probe_json(url, server.url, *paced_probe)
+    # the precondition, on the probe's own canary: chunk by chunk (not a lump), each far later
+    # than vLLM wrote it
+    [paced] = report["canaries"]
+    gap = read_gap(paced)
+    assert paced["ok"] and paced["reads"] * 2 > paced["tokens"] >= 8, figures(report)
+    assert gap is not None and gap > max(0.3, 3 * written), (gap, written, figures(report))
+    assert code == 1 and path_ids(report) == {"F3"}, figures(report)
+    f3 = next(f for f in report["findings"] if f["id"] == "F3")
+    assert "limit_rate" in json.dumps(f3["changes"]), f3
+    with nginx_in_front(server.url, UNLIMITED, tmp_path / "unlimited") as url:
+        code, report = probe_json(url, server.url, *paced_probe)
+    assert (code, path_ids(report)) == (0, set()), figures(report)
+
+
+PACED_TOKENS = 16
+"""Canary tokens through a 300-byte/s path (some decode to no text and are not counted): about
+fifteen seconds of chunks a second apart."""
+
+
+def read_gap(canary_report: dict[str, Any]) -> float | None:
+    """The mean time between a canary's reads from its first token on (its JSON's read times)."""
+    first = canary_report["first_token_s"]
+    after = [t for t in canary_report["read_times_s"] if first is None or t >= first]
+    return (after[-1] - after[0]) / (len(after) - 1) if len(after) >= 2 else None
 
 
 async def test_a_read_timeout_shorter_than_the_queue_is_found(

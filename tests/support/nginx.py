@@ -51,8 +51,15 @@ BUFFERED = (
 """A common production config: nginx's default buffering, and gzip for every API response."""
 SHORT_READ_TIMEOUT = CLEAN + " proxy_read_timeout 1s;"
 """A read timeout shorter than a queued request's silence before its first token."""
-RATE_LIMITED = CLEAN + " limit_rate 300;"
-"""A per-connection rate limit of 300 bytes/s: the stream arrives slower than vLLM writes it."""
+RATE_LIMITED = "proxy_buffering on; proxy_max_temp_file_size 0; gzip off; limit_rate 300;"
+"""A per-connection rate limit of 300 bytes/s (about one of vLLM's chunks a second) on nginx's
+default buffering, which passes each chunk on as it comes: the stream arrives slower than vLLM
+writes it. nginx applies `limit_rate` only to a buffered proxy (measured on Debian's 1.22:
+with `proxy_buffering off` the same limit paces nothing). No temporary file: the workers run as
+nobody, who cannot write under the test's private directory, and a buffer nginx cannot spill
+cuts the stream."""
+UNLIMITED = "proxy_buffering on; gzip off;"
+"""The same path without the rate limit."""
 NO_USAGE = (
     CLEAN
     + " sub_filter_types text/event-stream; sub_filter '\"usage\"' '\"u\"'; sub_filter_once off;"
