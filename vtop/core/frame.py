@@ -266,8 +266,12 @@ class ProbeResult:
 
     @property
     def max_gap_s(self) -> float | None:
-        """The longest silence between reads (from sending to the first read included)."""
+        """The longest silence of the canary: between reads, from sending to the first read,
+        and from the last read to its end (a stream a proxy cut, or one with no byte at all,
+        was silent until the cut)."""
         times = [0.0, *(at for at, _ in self.reads)]
+        if self.duration_s is not None:
+            times.append(max(self.duration_s, times[-1]))
         return max((b - a for a, b in itertools.pairwise(times)), default=None)
 
     @property

@@ -40,7 +40,7 @@ def canary_line(probe: ProbeResult) -> str:
             f"longest silence {_s(probe.max_gap_s)}",
             f"done {_s(probe.duration_s)}",
         ]
-        if probe.usage_asked:
+        if probe.usage_asked and probe.finished:  # a cut stream never reached its usage
             parts.append(
                 f"usage {'in the stream' if probe.usage_tokens is not None else 'MISSING'}"
             )
@@ -129,7 +129,9 @@ def canary_json(probe: ProbeResult) -> dict[str, Any]:
         "bytes": probe.body_bytes,
         "reads_per_token": len(probe.reads) / probe.tokens if probe.tokens else None,
         "max_silence_s": probe.max_gap_s,
-        "usage_in_stream": probe.usage_tokens is not None if probe.usage_asked else None,
+        "usage_in_stream": (
+            probe.usage_tokens is not None if probe.usage_asked and probe.finished else None
+        ),
         "headers": dict(probe.headers),
         "read_times_s": [at for at, _ in probe.reads],
     }

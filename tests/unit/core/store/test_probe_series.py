@@ -38,3 +38,12 @@ def test_every_failure_counter_is_born_at_zero_so_the_first_failure_is_an_increa
     assert failed(counters)["504"] == 1 and failed(counters)["cut"] == 0
     counters.add([canary(429, error="HTTP 429: slow down")])
     assert failed(counters)["429"] == 1
+
+
+def test_a_cut_canary_was_silent_until_the_cut() -> None:
+    nothing = canary(200, duration_s=1.01, error="the stream ended without data: [DONE] (cut)")
+    assert figures(nothing)["max_gap_seconds"] == 1.01
+    head_then_cut = canary(200, duration_s=1.5, reads=((0.2, 120), (0.25, 300)), tokens=1)
+    assert figures(head_then_cut)["max_gap_seconds"] == 1.25
+    streamed = canary(200, duration_s=0.5, reads=((0.1, 10), (0.3, 10), (0.5, 10)), tokens=3)
+    assert figures(streamed)["max_gap_seconds"] == 0.2
