@@ -26,7 +26,7 @@ from tests.support.nginx import (
 )
 from tests.support.scenarios import SEQ_LIMITED
 from tests.support.vllm_harness.server import ServerPool
-from tests.support.vtop_cli import vtop
+from tests.support.vtop_cli import Ran, vtop
 from vtop.core.frame import ProbeResult
 from vtop.core.ingest.sources.probe import ProbeOptions, ProbeSource
 from vtop.core.store.probe_series import failure_kind
@@ -89,11 +89,21 @@ async def test_a_held_back_stream_is_found_and_the_clean_path_is_quiet(
         )
         judged = json.loads(diagnosed.out)
         assert judged["primary"]["id"] == "F1", judged  # the path ahead of the engine
+        loaded = bench(url, server.url)
+        assert loaded.code == 0 and "the path holds the streams back" in loaded.out, loaded
     with nginx_in_front(server.url, CLEAN, tmp_path / "clean") as url:
         code, report = probe_json(url, server.url, "--count", "3")
         assert (code, path_ids(report)) == (0, set()), figures(report)
         streamed = [c for c in report["canaries"] if c["reads"] * 2 > c["tokens"]]
         assert streamed, figures(report)  # a clean path passes the stream on
+        loaded = bench(url, server.url, "--json")
+        assert loaded.code == 0 and json.loads(loaded.out)["engine"]["held_back"] is False, loaded
+
+
+def bench(url: str, engine: str, *more: str) -> Ran:
+    """A short streamed `vtop bench` through the path, beside the engine's own metrics."""
+    load = ("-c", "2", "-n", "4", "--prompt-tokens", "32", "--output-tokens", "32", "--stream")
+    return vtop("bench", url, "--engine", engine, *load, *more, timeout_s=120)
 
 
 def figures(report: dict[str, Any]) -> str:
