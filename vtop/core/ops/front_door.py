@@ -74,7 +74,8 @@ async def probe_front_door(
     scraping: ScrapeOptions,
     rules: list[Rule],
 ) -> FrontDoor:
-    """`count` canaries per endpoint through `url`, the engine scraped before and after each."""
+    """`count` canaries per endpoint through `url`, one after another, the engine scraped before
+    the first and after the last (its counters' increase over the window needs no more)."""
     engines = [VllmHttpSource(engine_url or url, scraping)]
     sources = [ProbeSource(url, _with_endpoint(options, e)) for e in endpoints]
     frames: list[Frame] = []
@@ -83,8 +84,9 @@ async def probe_front_door(
         for _ in range(count):
             for source in sources:
                 result = await source.probe()
-                frame = await poll(engines, None, time.time())
-                frames.append(Frame(frame.timestamp, frame.scrapes, probes=(result,)))
+                frames.append(Frame(_after(frames[-1]), probes=(result,)))
+        last = await poll(engines, None, _after(frames[-1]))
+        frames.append(last)
     finally:
         for source in sources:
             await source.close()
@@ -92,6 +94,11 @@ async def probe_front_door(
             await engine.close()
     canaries = tuple(probe for frame in frames for probe in frame.probes)
     return judged(sources[0].url, frames, canaries, rules)
+
+
+def _after(previous: Frame) -> float:
+    """Now, and later than the previous frame (the store takes ticks in order)."""
+    return max(time.time(), previous.timestamp + 0.001)
 
 
 def _with_endpoint(options: ProbeOptions, endpoint: str) -> ProbeOptions:
