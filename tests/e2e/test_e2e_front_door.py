@@ -138,7 +138,7 @@ async def test_a_path_slower_than_vllm_writes_is_found_and_quiet_without_the_lim
     # the precondition, on the probe's own canary: chunk by chunk (not a lump), each far later
     # than vLLM wrote it
     [paced] = report["canaries"]
-    gap = read_gap(paced)
+    gap = paced["read_gap_s"]
     assert paced["ok"] and paced["reads"] * 2 > paced["tokens"] >= 8, figures(report)
     assert gap is not None and gap > max(0.3, 3 * written), (gap, written, figures(report))
     assert code == 1 and path_ids(report) == {"F3"}, figures(report)
@@ -152,13 +152,6 @@ async def test_a_path_slower_than_vllm_writes_is_found_and_quiet_without_the_lim
 PACED_TOKENS = 16
 """Canary tokens through a 300-byte/s path (some decode to no text and are not counted): about
 fifteen seconds of chunks a second apart."""
-
-
-def read_gap(canary_report: dict[str, Any]) -> float | None:
-    """The mean time between a canary's reads from its first token on (its JSON's read times)."""
-    first = canary_report["first_token_s"]
-    after = [t for t in canary_report["read_times_s"] if first is None or t >= first]
-    return (after[-1] - after[0]) / (len(after) - 1) if len(after) >= 2 else None
 
 
 async def test_a_read_timeout_shorter_than_the_queue_is_found(

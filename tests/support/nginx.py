@@ -55,9 +55,9 @@ RATE_LIMITED = "proxy_buffering on; proxy_max_temp_file_size 0; gzip off; limit_
 """A per-connection rate limit of 300 bytes/s (about one of vLLM's chunks a second) on nginx's
 default buffering, which passes each chunk on as it comes: the stream arrives slower than vLLM
 writes it. nginx applies `limit_rate` only to a buffered proxy (measured on Debian's 1.22:
-with `proxy_buffering off` the same limit paces nothing). No temporary file: the workers run as
-nobody, who cannot write under the test's private directory, and a buffer nginx cannot spill
-cuts the stream."""
+with `proxy_buffering off` the same limit paces nothing). No temporary file: with one, the
+stream was cut after its first chunk under the test's private directory (likely because the
+workers run as nobody and cannot write there)."""
 UNLIMITED = "proxy_buffering on; gzip off;"
 """The same path without the rate limit."""
 NO_USAGE = (

@@ -265,6 +265,14 @@ class ProbeResult:
         return self.status == 200 and self.finished and not self.error
 
     @property
+    def usage_in_stream(self) -> bool | None:
+        """Whether the usage chunk arrived; None when it was not asked for or the stream never
+        reached its end (a cut stream says nothing of its usage)."""
+        if not (self.usage_asked and self.finished):
+            return None
+        return self.usage_tokens is not None
+
+    @property
     def max_gap_s(self) -> float | None:
         """The longest silence of the canary: between reads, from sending to the first read,
         and from the last read to its end (a stream a proxy cut, or one with no byte at all,

@@ -40,10 +40,8 @@ def canary_line(probe: ProbeResult) -> str:
             f"longest silence {_s(probe.max_gap_s)}",
             f"done {_s(probe.duration_s)}",
         ]
-        if probe.usage_asked and probe.finished:  # a cut stream never reached its usage
-            parts.append(
-                f"usage {'in the stream' if probe.usage_tokens is not None else 'MISSING'}"
-            )
+        if probe.usage_in_stream is not None:
+            parts.append(f"usage {'in the stream' if probe.usage_in_stream else 'MISSING'}")
     if probe.error:
         parts.append(probe.error)
     return ", ".join(parts)
@@ -129,9 +127,8 @@ def canary_json(probe: ProbeResult) -> dict[str, Any]:
         "bytes": probe.body_bytes,
         "reads_per_token": len(probe.reads) / probe.tokens if probe.tokens else None,
         "max_silence_s": probe.max_gap_s,
-        "usage_in_stream": (
-            probe.usage_tokens is not None if probe.usage_asked and probe.finished else None
-        ),
+        "usage_in_stream": probe.usage_in_stream,
+        "read_gap_s": probe.mean_read_gap_s,
         "headers": dict(probe.headers),
         "read_times_s": [at for at, _ in probe.reads],
     }

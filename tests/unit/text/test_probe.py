@@ -38,3 +38,10 @@ def test_a_cut_stream_says_nothing_of_its_usage_and_was_silent_until_the_cut() -
 def test_a_finished_stream_without_its_usage_says_missing() -> None:
     assert "usage MISSING" in canary_line(FINISHED_WITHOUT_USAGE)
     assert canary_json(FINISHED_WITHOUT_USAGE)["usage_in_stream"] is False
+
+
+def test_the_json_carries_the_read_gap_the_slow_path_rule_reads() -> None:
+    assert (
+        canary_json(FINISHED_WITHOUT_USAGE)["read_gap_s"] == FINISHED_WITHOUT_USAGE.mean_read_gap_s
+    )
+    assert canary_json(CUT)["read_gap_s"] is None
