@@ -117,7 +117,9 @@ def cut_stream(handler: socketserver.StreamRequestHandler) -> None:
     handler.rfile.read(length)
     if request.startswith(b"GET /v1/models"):
         body = b'{"data": [{"id": "m"}]}'
-        head = f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\n\r\n"
+        # the server closes after each answer, so it says so: a client would otherwise send
+        # the completion on this connection while it closes (no response, not a cut stream)
+        head = f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
         handler.wfile.write(head.encode() + body)
         return
     head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
