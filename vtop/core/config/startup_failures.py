@@ -66,6 +66,14 @@ PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], str]]] = [
         ),
     ),
     (
+        "offload_needs_gpu",
+        re.compile(r"CPU Offloading is currently only supported on (?P<where>[^'\"]+)"),
+        lambda match: (
+            f"This vLLM cannot offload KV cache to the CPU (only on {match['where'].strip()}): "
+            "remove --kv-offloading-size (and --kv-offloading-backend)."
+        ),
+    ),
+    (
         "port_in_use",
         re.compile(r"[Aa]ddress already in use|Errno 98"),
         lambda _: (

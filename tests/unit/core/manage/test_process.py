@@ -153,6 +153,9 @@ LOGS = {
     "less than desired GPU memory utilization (0.9, 71.2 GiB).",
     "out_of_memory": "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
     "port_in_use": "OSError: [Errno 98] Address already in use",
+    "offload_needs_gpu": "(EngineCore pid=4314) ERROR 12-04 06:10:01 [core.py:1510] RuntimeError: "
+    "Worker failed with error 'CPU Offloading is currently only supported on CUDA-alike and XPU "
+    "GPUs', please check the stack trace above for the root cause",
     "bad_flag": "vllm serve: error: unrecognized arguments: --max-num-seq 8",
     "bad_value": "ValueError: max_num_batched_tokens (64) must be greater than or equal to "
     "max_num_seqs (128).",
@@ -171,6 +174,10 @@ def test_startup_failure_explanations_carry_the_numbers() -> None:
     assert kv is not None and "--max-model-len 20480" in kv.explanation
     memory = explain_failure(LOGS["gpu_memory_taken"])
     assert memory is not None and "0.38" in memory.explanation  # (30.5 - 0.5) / 79.1
+    offload = explain_failure(LOGS["offload_needs_gpu"])
+    assert offload is not None and "CUDA-alike and XPU GPUs): remove --kv-offloading-size" in (
+        offload.explanation
+    )
     assert explain_failure("INFO all good\n") is None
 
 
