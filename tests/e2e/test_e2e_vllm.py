@@ -18,7 +18,7 @@ from tests.support.prometheus_harness import (
     prometheus,
     wait_for_samples,
 )
-from tests.support.scenarios import LIGHT, STORM
+from tests.support.scenarios import LIGHT, SPEC_DECODE, STORM
 from tests.support.vllm_harness.server import ServerPool
 from tests.support.vtop_cli import vtop
 from tests.support.watch import Watcher
@@ -258,3 +258,53 @@ async def test_lora_adapter_slots_are_found_with_the_url_alone_never_a_sequence_
     [change] = report["primary"]["changes"]
     assert (change["flag"], change["current"], change["proposed"]) == ("--max-loras", 1, 3), change
     assert "Q2" not in ids and "Q0" not in ids, ids  # a LoRA queue is no sequence cap
+
+
+DRAFTED = "vllm:spec_decode_num_draft_tokens_total"
+ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
+
+
+def draft_counts(url: str) -> tuple[float, float]:
+    """vLLM's own (draft tokens, accepted tokens) totals, summed over engines."""
+    parsed = ExpositionParser().parse(httpx.get(url + "/metrics", timeout=10).text)
+    totals = dict.fromkeys((DRAFTED, ACCEPTED), 0.0)
+    for sample in parsed.samples:
+        if sample.series.name in totals:
+            totals[sample.series.name] += sample.value
+    return totals[DRAFTED], totals[ACCEPTED]
+
+
+async def test_speculative_drafts_that_are_never_accepted_are_found_by_one_shot_diagnose(
+    vllm_pool: ServerPool,
+) -> None:
+    """vLLM's n-gram drafter on sampled text: drafts proposed, almost none accepted. One
+    `vtop diagnose URL` (no window given) samples as long as SD1 needs, says so at the start,
+    and finds it with the acceptance vLLM counts and plain decoding as the fix."""
+    server = vllm_pool.get(SPEC_DECODE)
+    # the load outlasts any diagnosis on a slow host; it is stopped as soon as diagnose returns
+    load = LoadProcess(Load(4, 256, 64), server.url, 600)
+    started = time.monotonic()
+    try:
+        await asyncio.sleep(SETTLE_S)
+        drafted, accepted = draft_counts(server.url)
+        await asyncio.sleep(10)
+        drafted_now, accepted_now = draft_counts(server.url)
+        # the precondition, on vLLM's own counters: drafts proposed, fewer than one in ten kept
+        drafts = drafted_now - drafted
+        assert drafts >= 100, f"{drafts:.0f} draft tokens in 10 s"
+        measured = (accepted_now - accepted) / drafts
+        assert measured < 0.05, f"{measured:.1%} of {drafts:.0f} draft tokens accepted"
+        ran = vtop("diagnose", server.url, "--no-gpu", "--json", "--no-predict")
+        drafted_end, accepted_end = draft_counts(server.url)
+        elapsed_s = time.monotonic() - started
+        assert load.process.poll() is None, (elapsed_s, load.process.communicate()[1][-2000:])
+    finally:
+        load.stop()
+    assert "sampling 35 s, not 15: SD1" in ran.err, ran.err
+    report = json.loads(ran.out)
+    assert report["primary"]["id"] == "SD1" and ran.code == 1, report
+    window = (accepted_end - accepted) / (drafted_end - drafted)
+    assert report["primary"]["evidence"]["acceptance"] == pytest.approx(window, abs=0.05)
+    [change] = report["primary"]["changes"]
+    assert change["proposed"] == "(remove --speculative-config)", change
+    assert "SD1" not in {u["id"] for u in report["unchecked"]}, report["unchecked"]

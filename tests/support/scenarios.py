@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from tests.support.vllm_harness.server import ServerSpec
 from vtop.core.manage.bench import BenchConfig, Lengths
 
@@ -21,6 +23,20 @@ ADMISSION_LIMITED = ServerSpec(max_num_seqs=2, max_num_queued_reqs=4, lora_adapt
 """vLLM's admission limit: beyond four requests in the system, HTTP 503. It also serves three
 LoRA adapters with one slot (--max-loras 1), for the LoRA scenario: one start for both (the
 base model's requests take no adapter slot)."""
+
+SPEC_DECODE = ServerSpec(
+    max_num_seqs=4,
+    speculative_config=json.dumps(
+        {
+            "method": "ngram",
+            "num_speculative_tokens": 4,
+            "prompt_lookup_max": 3,
+            "prompt_lookup_min": 1,
+        }
+    ),
+)
+"""Speculative decoding with vLLM's n-gram drafter (the CPU build runs it): on sampled text
+of a random-weight model the drafts it finds in the prompt are almost never accepted."""
 
 
 def warm_up(url: str, max_num_seqs: int) -> BenchConfig:

@@ -174,13 +174,16 @@ def proposed_value(change: ProposedChange) -> ProposedValue:
         return value
 
 
-def _change_json(change: ProposedChange) -> dict[str, Any]:
-    argument = change.as_flag()
+def change_json(change: ProposedChange) -> dict[str, Any]:
+    """A change as JSON; advice in words keeps its text as `proposed` and has no `argument`."""
+    words = change.argument()
+    advice = words is None and change.as_flag() is not None
     return {
-        "flag": argument.split()[0] if argument else change.flag,
+        "flag": words[0] if words else change.flag,
         "current": json_number(change.current),
-        "proposed": proposed_value(change),
-        "argument": argument,
+        "proposed": change.proposed if advice else proposed_value(change),
+        "argument": None if words is None else " ".join(words),
+        "advice": advice,
         "why": change.why,
         "effect": change.effect,
         "unknown": list(change.unknown),
@@ -200,7 +203,7 @@ def finding_json(finding: Finding, config: ServerConfig | None = None) -> dict[s
         "since": finding.since,
         "diagnosis": finding.diagnosis,
         "evidence": {name: json_number(value) for name, value in finding.evidence.items()},
-        "changes": [_change_json(c) for c in finding.changes],
+        "changes": [change_json(c) for c in finding.changes],
         "symptoms": [finding_json(s, config) for s in finding.symptoms],
         "inferred": _settings_json(inferred),
     }

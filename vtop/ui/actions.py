@@ -160,7 +160,7 @@ class DashboardActions:
     ) -> None:
         """`a`: confirm the argv diff, then the one apply flow on the server's own traffic."""
         server = self.managed_server()
-        changes = [c for c in finding.changes if c.as_flag() is not None] if finding else []
+        changes = [c for c in finding.changes if c.argument() is not None] if finding else []
         if server is None:
             return
         if finding is None or not changes or target is None:

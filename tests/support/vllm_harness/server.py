@@ -99,6 +99,8 @@ class ServerSpec:
     """Random LoRA adapters served beside the base model (named lora-0, lora-1, ...)."""
     max_loras: int = 1
     """--max-loras, where adapters are served."""
+    speculative_config: str | None = None
+    """--speculative-config, as JSON (e.g. an n-gram drafter)."""
 
     def flags(self) -> list[str]:
         """`vllm serve` flags for this spec (model, host and port excluded)."""
@@ -110,6 +112,7 @@ class ServerSpec:
             "--block-size": self.block_size,
             "--max-num-batched-tokens": self.max_num_batched_tokens,
             "--max-num-queued-reqs": self.max_num_queued_reqs,
+            "--speculative-config": self.speculative_config,
         }
         for flag, value in optional.items():
             if value is not None:

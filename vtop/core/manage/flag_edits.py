@@ -3,6 +3,7 @@ difference between two argvs as - / + lines."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 from vtop.core.rules.engine import ProposedChange
@@ -11,16 +12,63 @@ BOOLEAN_PAIRS = {"--enable-prefix-caching": "--no-enable-prefix-caching"}
 
 
 def change_argument(change: ProposedChange) -> list[str] | None:
-    """The flag change as argv items, None when its value could not be computed."""
-    literal = change.as_flag()
-    return None if literal is None else literal.split()
+    """The flag change as argv items, None when its value could not be computed or when it is
+    advice in words (see `ProposedChange.argument`)."""
+    return change.argument()
 
 
 def apply_change(argv: Sequence[str], change: ProposedChange) -> list[str]:
-    """argv with the flag set to the proposed value (replacing any earlier value)."""
+    """argv with the flag set to the proposed value (replacing any earlier value). A dotted
+    flag (`--speculative-config.num_speculative_tokens 2`) is merged into the JSON of its
+    flag when argv has one: vLLM appends the dotted keys as a JSON of their own after argv,
+    which would replace the method and the rest of the original."""
     arguments = change_argument(change)
     if arguments is None:
-        raise ValueError(f"{change.flag}: no value to apply ({', '.join(change.unknown)} unknown)")
+        unknown = ", ".join(change.unknown)
+        why = f"{unknown} unknown" if unknown else "advice, not a flag vtop can set"
+        raise ValueError(f"{change.flag}: no value to apply ({why})")
+    flag, _, key = arguments[0].partition(".")
+    if key and len(arguments) == 2:
+        written = flag_value(argv, flag)
+        if written is not None:
+            arguments = [flag, _merged(flag, written, key, arguments[1])]
+    return _with_flag(argv, arguments)
+
+
+def flag_value(argv: Sequence[str], flag: str) -> str | None:
+    """The last value argv gives a flag (`--flag value` or `--flag=value`), None without one."""
+    found = None
+    for index, arg in enumerate(argv):
+        if arg.startswith(flag + "="):
+            found = arg.split("=", 1)[1]
+        elif arg == flag and index + 1 < len(argv):
+            found = argv[index + 1]
+    return found
+
+
+def _merged(flag: str, written: str, key: str, value: str) -> str:
+    """A flag's JSON with the dotted key set to the value (a JSON value, else the text)."""
+    try:
+        config = json.loads(written)
+    except json.JSONDecodeError:
+        config = None
+    if not isinstance(config, dict):
+        raise ValueError(f"{flag}: its value is not a JSON object, so {key} cannot be set in it")
+    *path, last = key.split(".")
+    inner = config
+    for part in path:
+        inner = inner.setdefault(part, {})
+        if not isinstance(inner, dict):
+            raise ValueError(f"{flag}: {part} is not an object, so {key} cannot be set in it")
+    try:
+        inner[last] = json.loads(value)
+    except json.JSONDecodeError:
+        inner[last] = value
+    return json.dumps(config, separators=(",", ":"))
+
+
+def _with_flag(argv: Sequence[str], arguments: list[str]) -> list[str]:
+    """argv without any earlier value of the flag (or its negation), then the arguments."""
     flag = arguments[0]
     drop = {flag, BOOLEAN_PAIRS.get(flag, ""), _negated(flag)}
     result: list[str] = []

@@ -15,6 +15,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from vtop.core.manage.flag_edits import flag_value
 from vtop.core.managed_server import (
     ManagedServer,
     is_alive,
@@ -137,12 +138,8 @@ def secrets_to_env(argv: Sequence[str], env: Mapping[str, str]) -> tuple[list[st
 
 def port_of(argv: Sequence[str]) -> int | None:
     """The --port value in an argv (vLLM's default 8000 when absent)."""
-    for index, arg in enumerate(argv):
-        if arg == "--port" and index + 1 < len(argv):
-            return int(argv[index + 1])
-        if arg.startswith("--port="):
-            return int(arg.split("=", 1)[1])
-    return 8000
+    value = flag_value(argv, "--port")
+    return 8000 if value is None else int(value)
 
 
 def start(

@@ -118,7 +118,7 @@ def pick(diagnosis: Diagnosis, finding_id: str | None) -> tuple[Finding, Propose
     findings = [f for f in diagnosis.triage.findings if _acted_on(f, finding_id)]
     for finding in findings:
         for change in finding.changes:
-            if change.as_flag() is not None:
+            if change.argument() is not None:
                 return finding, change
     return None
 

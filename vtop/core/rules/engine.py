@@ -48,6 +48,16 @@ class ProposedChange:
             return None
         return f"{self.flag} {_number_text(self.proposed)}"
 
+    def argument(self) -> list[str] | None:
+        """The change as `vllm serve` argv items (the flag, then its value if it takes one);
+        None when its value could not be computed or when it is advice in words (an nginx
+        setting, "(remove --enforce-eager)"), which no restart can apply."""
+        text = self.as_flag()
+        words = None if text is None else text.split()
+        if not words or words[0] != self.flag or len(words) > 2:
+            return None
+        return words
+
 
 @dataclass(frozen=True)
 class Finding:

@@ -47,6 +47,42 @@ def test_an_uncomputable_change_is_refused() -> None:
         apply_change(ARGV, unknown)
 
 
+def test_advice_in_words_is_never_applied_as_argv() -> None:
+    """Prose a rule suggests (an nginx setting, a flag to remove) is shown, never set: applying
+    "(remove --speculative-config)" would hand vLLM the words as arguments."""
+    for advice in (
+        change("--speculative-config", "(remove --speculative-config)"),
+        change("--speculative-config", "(fewer num_speculative_tokens in --speculative-config)"),
+        change("proxy_buffering", "nginx: proxy_buffering off; gzip off;"),
+    ):
+        assert advice.argument() is None, advice
+        with pytest.raises(ValueError, match="advice, not a flag"):
+            apply_change(ARGV, advice)
+    assert change("--api-server-count", "--api-server-count 2").argument() == [
+        "--api-server-count",
+        "2",
+    ]
+
+
+def test_a_dotted_flag_is_set_inside_the_json_of_its_flag() -> None:
+    """vLLM appends dotted keys as a JSON of their own, after argv: set beside a written
+    --speculative-config it would replace the method; so the key is merged into it."""
+    written = '{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 3}'
+    argv = [*ARGV, "--speculative-config", written]
+    new = apply_change(argv, change("--speculative-config.num_speculative_tokens", 2.0))
+    assert new[:-2] == ARGV and new[-2] == "--speculative-config"
+    merged = json.loads(new[-1])
+    assert merged == {"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_max": 3}
+    assert argv_diff(argv, new) == [
+        f"- --speculative-config {written}",
+        f"+ --speculative-config {new[-1]}",
+    ]
+    alone = apply_change(ARGV, change("--speculative-config.num_speculative_tokens", 2.0))
+    assert alone[-2:] == ["--speculative-config.num_speculative_tokens", "2"]
+    with pytest.raises(ValueError, match="not a JSON object"):
+        apply_change([*ARGV, "--speculative-config=ngram"], change("--speculative-config.n", 2.0))
+
+
 def m1() -> Finding:
     diagnosis = diagnose_frames(
         "http://127.0.0.1:8000", [storm(t) for t in range(20)], load_rules(), DiagnoseOptions()

@@ -16,6 +16,7 @@ from tests.support.payloads import fixture
 from tests.support.storm import storm_frames
 from tests.support.vtop_cli import vtop
 from vtop.core.frame import Event, Frame, ScrapeStatus, TargetScrape
+from vtop.core.rules.engine import ProposedChange
 from vtop.core.rules.loader import load_rules
 from vtop.core.session.diagnose import (
     DiagnoseOptions,
@@ -25,7 +26,7 @@ from vtop.core.session.diagnose import (
 )
 from vtop.core.session.session import Session
 from vtop.core.store.store import Store
-from vtop.text.report import json_report, text_report
+from vtop.text.report import change_json, json_report, text_report
 
 
 def test_storm_frames_give_a_critical_primary_with_a_flag_diff() -> None:
@@ -49,7 +50,8 @@ def test_json_types_every_value_for_a_script() -> None:
     change = report["primary"]["changes"][0] if report["primary"] else None
     every = [c for f in report["findings"] for c in f["changes"]]
     assert all(isinstance(c["proposed"], int | float | bool | str | None) for c in every)
-    assert all(not isinstance(c["proposed"], str) or " " not in c["proposed"] for c in every)
+    flags = [c for c in every if not c["advice"]]
+    assert all(not isinstance(c["proposed"], str) or " " not in c["proposed"] for c in flags)
     if change is not None and change["flag"] == "--max-num-seqs":
         assert change["current"] == 16 and isinstance(change["current"], int)
     assert report["config"]["max_num_seqs"]["value"] == 16
@@ -58,6 +60,21 @@ def test_json_types_every_value_for_a_script() -> None:
         set(event) == {"time", "kind", "target", "message"} for event in report["events"]
     )
     assert "preemptions" in {event["kind"] for event in report["events"]}
+
+
+def test_advice_in_words_is_json_with_its_text_and_no_argument() -> None:
+    advice = change_json(
+        ProposedChange("--speculative-config", None, "(remove --speculative-config)", "w", "e")
+    )
+    assert advice["flag"] == "--speculative-config" and advice["advice"] is True
+    assert advice["proposed"] == "(remove --speculative-config)" and advice["argument"] is None
+    flag = change_json(ProposedChange("--max-num-seqs", 16, 8.0, "w", "e"))
+    assert (flag["flag"], flag["proposed"], flag["argument"]) == (
+        "--max-num-seqs",
+        8,
+        "--max-num-seqs 8",
+    )
+    assert flag["advice"] is False
 
 
 def test_no_traffic_and_not_vllm_cannot_be_diagnosed() -> None:
