@@ -7,7 +7,7 @@ import dataclasses
 from collections.abc import Iterable
 from pathlib import Path
 
-from vtop.core.rules.promql.ast import Expr, selectors
+from vtop.core.rules.promql.ast import Expr, selectors, shared
 from vtop.core.rules.records import RECORD_NAME, Record, RecordUseError, closure, expand
 from vtop.core.rules.rule import Rule, RuleError, RuleFileError, Suggestion
 from vtop.core.rules.rule_file import load_file, rule_files
@@ -50,7 +50,24 @@ def load_rules(directories: Iterable[Path] = (PACKAGED,)) -> list[Rule]:
     errors.extend(_cross_check(expanded))
     if errors:
         raise RuleFileError(errors)
-    return expanded
+    nodes: dict[Expr, Expr] = {}
+    return [_sharing(rule, nodes) for rule in expanded]
+
+
+def _sharing(rule: Rule, nodes: dict[Expr, Expr]) -> Rule:
+    """The rule with its subexpressions taken from `nodes` (see `ast.shared`)."""
+
+    def one(expr: Expr | None) -> Expr | None:
+        return None if expr is None else shared(expr, nodes)
+
+    suggestions = tuple(
+        dataclasses.replace(s, current=one(s.current), proposed=one(s.proposed), when=one(s.when))
+        for s in rule.suggestions
+    )
+    evidence = {name: shared(expr, nodes) for name, expr in rule.evidence.items()}
+    return dataclasses.replace(
+        rule, expr=shared(rule.expr, nodes), evidence=evidence, suggestions=suggestions
+    )
 
 
 def _add_records(new: list[Record], records: dict[str, Record]) -> list[RuleError]:

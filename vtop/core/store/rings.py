@@ -318,20 +318,24 @@ class Rings:
         track = self._tracks.get(series)
         return NAN if track is None else self._at(track, tick)
 
-    def slots(self, series: Series, first: int, last: int) -> tuple[int, Sequence[float]]:
+    def slots(self, series: Series, first: int, last: int) -> tuple[int, Sequence[float], bool]:
         """The stored slots of ticks `first`..`last` held for the series (NaN payloads kept:
-        `presence` tells them apart), with the tick of the first one."""
+        `presence` tells them apart), with the tick of the first one, and whether the values
+        never go down across them: true for a counter with no reset recorded after the first
+        slot (every stored decrease is recorded as a reset, and a held-back value is stored
+        unchanged), so a range function need not look for one; false when not known (a gauge)."""
         track = self._tracks.get(series)
         if track is None:
-            return first, ()
+            return first, (), False
         start = max(first, track.first_tick, self._oldest)
         stop = min(last, track.last_tick)
         if stop < start:
-            return start, ()
+            return start, (), False
+        grows = track.cumulative and _no_reset(track.reset_ticks, start, stop)
         low, high = start % self.capacity, stop % self.capacity
         if low <= high:
-            return start, track.values[low : high + 1]
-        return start, track.values[low:] + track.values[: high + 1]
+            return start, track.values[low : high + 1], grows
+        return start, track.values[low:] + track.values[: high + 1], grows
 
     def times(self, first: int, last: int) -> list[float]:
         """The timestamps of ticks `first`..`last` (all in the ring), oldest first."""
@@ -416,3 +420,10 @@ class Rings:
         if state is None or state.last_ok_tick < self.oldest_tick:
             return None
         return self.time_of(state.last_ok_tick)
+
+
+def _no_reset(resets: list[int], first: int, last: int) -> bool:
+    """Whether no reset tick falls after `first` up to `last` (`resets` ascending)."""
+    if not resets or resets[-1] <= first:
+        return True
+    return resets[bisect_right(resets, first)] > last

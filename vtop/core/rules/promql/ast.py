@@ -122,3 +122,18 @@ def map_selectors(expr: Expr, replace: Callable[[Selector], Expr]) -> Expr:
             expr, left=map_selectors(expr.left, replace), right=map_selectors(expr.right, replace)
         )
     return expr
+
+
+def shared(expr: Expr, nodes: dict[Expr, Expr]) -> Expr:
+    """The expression rebuilt from `nodes`' copy of every subexpression equal to one already
+    seen (adding its own): equal subexpressions of many rules become one object, which the
+    evaluator's memo, keyed by identity, evaluates once per tick."""
+    if isinstance(expr, Call):
+        expr = dataclasses.replace(expr, args=tuple(shared(arg, nodes) for arg in expr.args))
+    elif isinstance(expr, Aggregate | Negate):
+        expr = dataclasses.replace(expr, expr=shared(expr.expr, nodes))
+    elif isinstance(expr, Binary):
+        expr = dataclasses.replace(
+            expr, left=shared(expr.left, nodes), right=shared(expr.right, nodes)
+        )
+    return nodes.setdefault(expr, expr)

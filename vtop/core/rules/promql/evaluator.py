@@ -68,7 +68,10 @@ class UnknownValueError(EvaluationError):
         self.name = name
 
 
-Picks = dict[tuple[str, str, tuple[Matcher, ...]], tuple[int, list[Series]]]
+Picked = list[tuple[Series, Labels, Labels]]
+"""The series a selector picked, each with its result labels (`_key`) and those labels without
+the name (what a range function gives: made once per pick, not once a tick)."""
+Picks = dict[tuple[str, str, tuple[Matcher, ...]], tuple[int, Picked]]
 """(target, name, matchers) -> (the store's series generation, the series picked)."""
 
 
@@ -84,9 +87,11 @@ class Context:
     """A range reaching back before the first sample vtop took starts there (vtop has no
     history from before it started watching, and Prometheus's extrapolation would read a
     series start); False evaluates exactly as Prometheus (the export's tests)."""
-    memo: dict[Expr, Value] = field(default_factory=dict)
-    """Every subexpression's result in this evaluation (rules share many of them). Values are
-    never mutated after they are made, so sharing them is safe."""
+    memo: dict[int, tuple[Expr, Value]] = field(default_factory=dict)
+    """Every subexpression's result in this evaluation, by the node's identity (the loader makes
+    the rules' equal subexpressions one node, `ast.shared`; an identity lookup costs no hash of
+    the tree). The node is kept beside its value, so an id is never reused while it is looked
+    up. Values are never mutated after they are made, so sharing them is safe."""
     lazy: bool = False
     """Leave the right side of an operator unevaluated when its left side is an empty vector
     (every operator but `or` then gives an empty vector). The value is Prometheus's; what is
@@ -120,9 +125,9 @@ def evaluate_named(expr: Expr, context: Context) -> Value:
         if isinstance(value, float):
             return -value
         return unique((drop_name(labels), -element) for labels, element in value.items())
-    found = context.memo.get(expr)
-    if found is not None:
-        return found
+    found = context.memo.get(id(expr))
+    if found is not None and found[0] is expr:
+        return found[1]
     if isinstance(expr, Selector):
         value = _instant(expr, context)
     elif isinstance(expr, Call):
@@ -131,7 +136,7 @@ def evaluate_named(expr: Expr, context: Context) -> Value:
         value = _aggregate(expr, context)
     else:
         value = _binary(expr, context)
-    context.memo[expr] = value
+    context.memo[id(expr)] = (expr, value)
     return value
 
 
@@ -150,15 +155,19 @@ def _local(selector: Selector, context: Context) -> bool:
     return context.target != FLEET and not selector.name.startswith(HOST_LEVEL_PREFIX)
 
 
-def _series(selector: Selector, context: Context) -> list[Series]:
-    """Stored series a selector picks (once per evaluation for its name and matchers: the
-    functions and ranges over one series share the pick)."""
+def _series(selector: Selector, context: Context) -> Picked:
+    """Stored series a selector picks, with their result labels (once per evaluation for its
+    name and matchers, or for as long as the store's series stay the same: the functions and
+    ranges over one series share the pick)."""
     pick = (context.target, selector.name, selector.matchers)
     generation = context.store.series_generation
     kept = context.picks.get(pick)
     if kept is not None and kept[0] == generation:
         return kept[1]
-    found = _picked(selector, context)
+    found = []
+    for series in _picked(selector, context):
+        key = _key(series, context.target)
+        found.append((series, key, drop_name(key)))
     context.picks[pick] = (generation, found)
     return found
 
@@ -206,10 +215,10 @@ def _instant(selector: Selector, context: Context) -> Value:
         return _config(selector.name, context)
     when = context.now - selector.offset_s
     vector: Vector = {}
-    for series in _series(selector, context):
+    for series, key, _ in _series(selector, context):
         value = instant(context.store, series, when)
         if value is not None:
-            vector[_key(series, context.target)] = value
+            vector[key] = value
     return vector
 
 
@@ -225,16 +234,17 @@ def _range_call(call: Call, context: Context) -> Vector:
         start = range_start(context.store, start)
     keeps_name = call.function == "last_over_time"
     vector: list[tuple[Labels, float]] = []
-    for series in _series(selector, context):
-        times, values = range_samples(context.store, series, start, end)
+    for series, key, unnamed in _series(selector, context):
+        first_time, last_time, values, grows = range_samples(context.store, series, start, end)
         if call.function in RATES:
             counter, per_second = RATES[call.function]
-            value = functions.extrapolated_rate(times, values, start, end, counter, per_second)
+            value = functions.extrapolated_rate(
+                first_time, last_time, values, start, end, counter, per_second, grows=grows
+            )
         else:
             value = functions.OVER_TIME[call.function](values) if values else None
         if value is not None:
-            key = _key(series, context.target)
-            vector.append((key if keeps_name else drop_name(key), value))
+            vector.append((key if keeps_name else unnamed, value))
     return unique(vector)
 
 

@@ -9,6 +9,9 @@ tick (vtop cannot know what it did not see; Prometheus would divide by the whole
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import NamedTuple
+
 from vtop.core.frame import Series
 from vtop.core.store.presence import is_gap, is_value_nan
 from vtop.core.store.store import Store
@@ -45,29 +48,47 @@ def range_start(store: Store, start: float) -> float:
     return max(start, store.time_of(store.oldest_tick))
 
 
-def range_samples(
-    store: Store, series: Series, start: float, end: float
-) -> tuple[list[float], list[float]]:
-    """Times and values of the series' samples with start <= time <= end."""
+class RangeSamples(NamedTuple):
+    """A series' samples in a range: what every function of a range needs (no list of times)."""
+
+    first_time: float
+    last_time: float
+    values: Sequence[float]
+    grows: bool = False
+    """The values never go down (a counter with no reset in the range, known from the store):
+    rate and increase need not look for a reset."""
+
+
+NO_SAMPLES = RangeSamples(NAN, NAN, ())
+
+
+def range_samples(store: Store, series: Series, start: float, end: float) -> RangeSamples:
+    """The series' samples with start <= time <= end (NaN times and no values when it has
+    none)."""
     last = store.tick_at_or_before(end)
     if last is None:
-        return [], []
+        return NO_SAMPLES
     before = store.tick_at_or_before(start)
     if before is None:
         first = store.oldest_tick
     else:
         first = before if store.time_of(before) == start else before + 1
-    origin, slots = store.slots(series, first, last)
+    origin, slots, grows = store.slots(series, first, last)
+    if not slots:
+        return NO_SAMPLES
     total = sum(slots)
     if total == total:  # no NaN among the slots (it would make the sum NaN): every one a sample
-        return store.times(origin, origin + len(slots) - 1), list(slots)
-    times: list[float] = []
+        final = origin + len(slots) - 1
+        return RangeSamples(store.time_of(origin), store.time_of(final), slots, grows)
+    ticks: list[int] = []
     values: list[float] = []
     for offset, slot in enumerate(slots):
         if slot == slot:
-            times.append(store.time_of(origin + offset))
+            ticks.append(origin + offset)
             values.append(slot)
         elif is_value_nan(slot):
-            times.append(store.time_of(origin + offset))
+            ticks.append(origin + offset)
             values.append(NAN)
-    return times, values
+    if not ticks:
+        return NO_SAMPLES
+    return RangeSamples(store.time_of(ticks[0]), store.time_of(ticks[-1]), values)

@@ -143,7 +143,8 @@ def test_rate_rounds_as_prometheus_does_one_factor_per_second_included() -> None
 
     def rate(step: float, at: int) -> float | None:
         times = [float(t) for t in range(at + 1)]
-        return extrapolated_rate(times, [step * t for t in times], at - 300.0, at, True, True)
+        values = [step * t for t in times]
+        return extrapolated_rate(times[0], times[-1], values, at - 300.0, at, True, True)
 
     assert rate(1.0, 45) == 0.15000000000000002
     assert rate(4.0, 45) == 0.6000000000000001
