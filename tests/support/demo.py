@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import time
 from importlib import resources
 from pathlib import Path
 
@@ -39,10 +40,10 @@ async def loaded(pilot: Pilot[int]) -> None:
     """Wait until every frame is ingested and drawn."""
     app = pilot.app
     assert isinstance(app, VtopApp) and isinstance(app.feed, ReplayFeed)
-    for _ in range(100):
+    deadline = time.monotonic() + 30.0
+    while not (app.feed.finished and app.session.now == app.feed.recorded[-1].timestamp):
+        assert time.monotonic() < deadline, "the replayed frames were not all ingested in 30 s"
         await pilot.pause(0.02)
-        if app.feed.finished and app.session.now == app.feed.recorded[-1].timestamp:
-            break
     await settled(pilot)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from rich.text import Text
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.message import Message
@@ -25,6 +25,22 @@ FINDING_WIDTH = 26
 SERVER_WIDTH = 21
 SEVERITY_STYLE = {"critical": "bold reverse", "warning": "bold"}
 SEVERITY_WORD = {"critical": "CRIT", "warning": "WARN", "info": "info"}
+
+
+class FleetTable(DataTable[str | Text]):
+    """A DataTable whose header and rows are drawn with the widths it last measured.
+
+    DataTable measures column widths on an idle event but keys its line caches on a count that
+    measuring does not advance, so a header or row drawn before the measure keeps its old
+    widths until some later edit: the header and the cells then disagree, by how busy the host
+    was. Advancing the count after a measure is the smallest fix Textual 8 allows."""
+
+    async def _on_idle(self, event: events.Idle) -> None:
+        measures = self._require_update_dimensions or bool(self._updated_cells)
+        await super()._on_idle(event)
+        if measures:
+            self._update_count += 1
+            self.refresh()
 
 
 def figures(summary: TargetSummary | None) -> list[str]:
@@ -115,7 +131,7 @@ class FleetScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield Static(id="fleet-summary", markup=False)
-        table: DataTable[str | Text] = DataTable(id="fleet-table", cursor_type="row")
+        table = FleetTable(id="fleet-table", cursor_type="row")
         self._columns = table.add_columns(*column_labels(self.sort_key, self.descending))
         yield table
         yield Input(placeholder="filter: server, model, state or finding", id="fleet-filter")
