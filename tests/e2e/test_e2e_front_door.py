@@ -178,9 +178,14 @@ async def test_a_read_timeout_shorter_than_the_queue_is_found(
             assert failure_kind(tried[-1]) in ("504", "cut"), f"never cut: {seen}"
             assert load.process.poll() is None, load.process.communicate()[1][-2000:]
             # four canaries: on a 2-core host the queue thins now and then, and one that meets
-            # it is what the rule needs (a cut in the last five minutes)
+            # it is what the rule needs (a cut in the last five minutes); each bounded at 30 s
+            # (nginx cuts a silent one after 1 s), so the probe ends well inside the helper's
+            # 240 s even when every canary takes its whole bound, and says what each one did
             code, report = probe_json(
-                url, server.url, "--endpoint", "completions", "--count", "4", "--tokens", "8"
+                url,
+                server.url,
+                *("--endpoint", "completions", "--count", "4", "--tokens", "8"),
+                *("--probe-timeout", "30"),
             )
     finally:
         load.stop()

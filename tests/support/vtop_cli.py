@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -50,15 +51,30 @@ def vtop(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             cwd=ROOT,
-            env={**os.environ, **(env or {}), "NO_COLOR": "1"},
+            env={**os.environ, **(env or {}), "NO_COLOR": "1", "PYTHONFAULTHANDLER": "1"},
             start_new_session=True,
         )
         try:
             out, err = process.communicate(stdin.encode(), timeout=timeout_s)
         except subprocess.TimeoutExpired as expired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.communicate()
-            raise AssertionError(f"vtop {' '.join(args)} ran past {timeout_s} s") from expired
+            where = interrupted(process)
+            message = f"vtop {' '.join(args)} ran past {timeout_s} s; where it was:\n{where}"
+            raise AssertionError(message) from expired
         seconds = time.monotonic() - started
         rss = int(peak.read() or 0)
     return Ran(process.returncode, out.decode(), err.decode(), seconds, rss)
+
+
+def interrupted(process: subprocess.Popen[bytes]) -> str:
+    """Stop a command that ran too long: SIGABRT first, on which Python's fault handler (on in
+    every command run here) prints each thread's stack to stderr, then SIGKILL; the tail of
+    what it wrote."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGABRT)
+    try:
+        out, err = process.communicate(timeout=5)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        out, err = process.communicate()
+    return (out.decode(errors="replace")[-1000:] + err.decode(errors="replace"))[-4000:]
