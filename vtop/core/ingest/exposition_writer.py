@@ -7,6 +7,7 @@ text only from its own registry objects, so this writes the lines directly.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Iterable
@@ -25,6 +26,15 @@ def exposition_text(scrape: TargetScrape) -> str:
     if scrape.raw_text or not scrape.samples:
         return scrape.raw_text
     return render(scrape.samples, scrape.metric_types)
+
+
+def parsed_text(scrape: TargetScrape) -> TargetScrape:
+    """The scrape with its text held only as far as it was parsed: a payload whose series past
+    the cap were left unparsed keeps its parsed samples written as text instead (its junk is
+    held no longer than it was read; the frame replays to the same samples)."""
+    if not scrape.skipped_series or not scrape.samples:
+        return scrape
+    return dataclasses.replace(scrape, raw_text=render(scrape.samples, scrape.metric_types))
 
 
 def render(samples: Iterable[Sample], types: dict[str, str]) -> str:

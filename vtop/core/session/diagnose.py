@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from vtop.core.config.effective_config import DiagnoseOptions as DiagnoseOptions
 from vtop.core.config.server_config import ServerConfig
 from vtop.core.frame import Frame, ScrapeStatus, TargetScrape
+from vtop.core.ingest.exposition_writer import parsed_text
 from vtop.core.ingest.feeds import Feed, sample
 from vtop.core.ingest.quality import Defect
 from vtop.core.ingest.sources.prometheus import PrometheusClient, PrometheusError, history_frames
@@ -87,12 +88,15 @@ async def window_frames(
     """The feed's frames for the window (the feed closed after): the one "sample a window,
     then close" of diagnose, bundle and tune. A first frame in which no server could even be
     connected to ends it at once: a refused port is not worth a window of waiting. With
-    `lengthen`, the first frame decides the window (what its series need to be judged)."""
+    `lengthen`, the first frame decides the window (what its series need to be judged). A
+    payload's junk past the series cap is not held for the window (`parsed_text`)."""
     frames: list[Frame] = []
     window = window_s
     try:
         async with contextlib.aclosing(sample(feed)) as sampled:
-            async for frame in sampled:
+            async for whole in sampled:
+                frame = dataclasses.replace(whole, scrapes=tuple(map(parsed_text, whole.scrapes)))
+                del whole
                 frames.append(frame)
                 if len(frames) == 1 and frame.scrapes and all(map(cannot_connect, frame.scrapes)):
                     break

@@ -22,7 +22,7 @@ from vtop.core.frame import (
     TargetScrape,
 )
 from vtop.core.ingest.excerpt import STARTUP_LINE
-from vtop.core.ingest.exposition_writer import exposition_text, render
+from vtop.core.ingest.exposition_writer import exposition_text, parsed_text
 from vtop.core.ingest.quality import Defect, QualityChecker
 from vtop.core.rules.alerts import alert_triage, fleet_alert_triage
 from vtop.core.rules.engine import Engine, Finding, Triage
@@ -384,15 +384,11 @@ class _Point:
 
 
 def _text_only(scrape: TargetScrape) -> TargetScrape:
-    """A scrape without its parsed samples (written as text when it came without). A payload
-    whose series past the cap were left unparsed keeps only what was parsed, written as text:
-    its junk is not held for a bundle any more than it was parsed."""
+    """A scrape without its parsed samples (written as text when it came without), its text
+    only as far as it was parsed (`parsed_text`)."""
     if not scrape.samples:
         return scrape
-    if scrape.skipped_series:
-        text = render(scrape.samples, scrape.metric_types)
-    else:
-        text = exposition_text(scrape)
+    text = exposition_text(parsed_text(scrape))
     return dataclasses.replace(scrape, samples=(), raw_text=text)
 
 

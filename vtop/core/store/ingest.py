@@ -44,10 +44,11 @@ class IngestingRings(Rings):
 
     def ingest(self, frame: Frame) -> list[Event]:
         """Add one frame as a new tick; return events it revealed (resets, limits)."""
-        if self.tick >= 0 and frame.timestamp <= self._times[self.tick % self.capacity]:
+        if self.tick >= 0 and frame.timestamp <= self.time_of(self.tick):
             raise ValueError(f"frame at {frame.timestamp} is not after the previous tick")
         self.tick += 1
-        self._times[self.tick % self.capacity] = frame.timestamp
+        self._room_for(self.tick)
+        self._times[self.tick % self.size] = frame.timestamp
         self._tick_lookups.clear()
         self._oldest = max(0, self.tick - self.capacity + 1)
         events: list[Event] = []
@@ -89,7 +90,7 @@ class IngestingRings(Rings):
             if track is None or track.last_tick != self.tick:
                 resets += self._write(known, value, restarted, state)
             elif known.fold:
-                row = self.tick % self.capacity
+                row = self.tick % self.size
                 track.values[row] = max(track.values[row], value)
         state.columns = self._columns(state, scrape) if not aliases and self.column_writes else None
         if alternating:
@@ -128,7 +129,7 @@ class IngestingRings(Rings):
             return False
         if columns.start_index is not None and values[columns.start_index] != state.process_start:
             return False
-        return columns.write(values, self.tick, self.tick % self.capacity)
+        return columns.write(values, self.tick, self.tick % self.size)
 
     def _columns(self, state: _TargetRecord, scrape: TargetScrape) -> _Columns | None:
         """The columns of a scrape just written, when every sample has its own ring."""
@@ -207,7 +208,7 @@ class IngestingRings(Rings):
         if track.last_tick < self.tick - 1:
             self._fill_gap(track)
         if value != value and (is_gap(value) or not known.vllm):
-            track.values[self.tick % self.capacity] = value if is_gap(value) else VALUE_NAN
+            track.values[self.tick % self.size] = value if is_gap(value) else VALUE_NAN
             track.last_tick = self.tick
             return 0
         if known.vllm and not _possible(known.series.name, value):
@@ -224,7 +225,7 @@ class IngestingRings(Rings):
                     track.record_reset(self.tick, previous, self.oldest_tick)
                     reset = 1
             track.last_raw = value
-        track.values[self.tick % self.capacity] = value
+        track.values[self.tick % self.size] = value
         track.last_tick = self.tick
         return reset
 
@@ -238,7 +239,7 @@ class IngestingRings(Rings):
             self.dropped_series += 1
             return None
         state.other_series += other
-        track = _Track(self.capacity, known.cumulative, self.tick)
+        track = _Track(self.size, known.cumulative, self.tick)
         self._tracks[known.series] = track
         self.series_generation += 1
         self._by_name.setdefault(known.series.name, []).append(known.series)
@@ -250,7 +251,7 @@ class IngestingRings(Rings):
         """Mark ticks between the series' last value and now as absent."""
         start = max(track.last_tick + 1, self.tick - self.capacity + 1)
         for tick in range(start, self.tick):
-            track.values[tick % self.capacity] = NAN
+            track.values[tick % self.size] = NAN
 
     def _events(
         self, target: str, timestamp: float, restarted: bool, resets: int, dropped_before: int

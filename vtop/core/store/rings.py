@@ -1,6 +1,8 @@
 """Bounded ring buffers of every series: one ring of tick times shared by all series, one
-float64 per tick per series (NaN = absent), so memory is 8 bytes x capacity x series whatever
-the uptime. Counters keep a short list of reset offsets, so an increase is one subtraction.
+float64 per tick per series (NaN = absent), so memory is at most 8 bytes x capacity x series
+whatever the uptime. The rings start short and double as ticks arrive until they reach the
+capacity, so a session of a minute holds a minute, not an hour of NaN. Counters keep a short
+list of reset offsets, so an increase is one subtraction.
 This module holds the rings and the reads of one tick; `ingest` writes them, `store` queries
 windows. Nothing here reads a clock.
 """
@@ -26,6 +28,8 @@ PID = "pid"
 later exposes one value ("mostrecent"), so vtop folds them into one series, keeping the largest
 (the API servers that receive no engine stats report 0)."""
 DEFAULT_CAPACITY = 3600
+FIRST_SIZE = 64
+"""Ticks a ring holds before its first doubling."""
 DEFAULT_MAX_SERIES = 50_000
 OTHER_MAX_SERIES = 500
 """Series that are not vLLM's (nor vtop's GPU or restart series) share this smaller cap, per
@@ -113,8 +117,8 @@ class _Track:
         "values",
     )
 
-    def __init__(self, capacity: int, cumulative: bool, tick: int) -> None:
-        self.values = array("d", [NAN]) * capacity
+    def __init__(self, size: int, cumulative: bool, tick: int) -> None:
+        self.values = array("d", [NAN]) * size
         self.cumulative = cumulative
         self.first_tick = tick
         self.last_tick = tick - 1
@@ -262,8 +266,14 @@ class Rings:
         max_series: int = DEFAULT_MAX_SERIES,
         stale_after_s: float = DEFAULT_STALE_AFTER_S,
         column_writes: bool = True,
+        first_size: int = FIRST_SIZE,
     ) -> None:
         self.capacity = capacity
+        """The most ticks held: the bound."""
+        self.size = max(1, min(first_size, capacity))
+        """The ticks every ring has room for now: the ring index is `tick % size`. It doubles
+        (up to the capacity) before a tick would overwrite one still in the bound, which only
+        ever happens before the first wrap, so growing moves no value."""
         self.column_writes = column_writes
         """False: every sample takes the one-by-one path (the reference columns are tested on)."""
         self.max_series = max_series
@@ -272,7 +282,7 @@ class Rings:
         self.dropped_series = 0
         self.columns_written = 0
         """Scrapes written as columns (shaped like the target's previous one)."""
-        self._times = array("d", [NAN]) * capacity
+        self._times = array("d", [NAN]) * self.size
         self._tracks: dict[Series, _Track] = {}
         self.series_generation = 0
         """Counts the series added: a selection made at the same count still holds (series are
@@ -294,7 +304,22 @@ class Rings:
 
     def time_of(self, tick: int) -> float:
         """Timestamp of a tick in the ring."""
-        return self._times[tick % self.capacity]
+        return self._times[tick % self.size]
+
+    def _room_for(self, tick: int) -> None:
+        """Grow every ring (doubling, up to the capacity) so that `tick` overwrites nothing
+        the bound keeps: until the size is the capacity, ticks 0..tick-1 are all held, at
+        their own index, so the new slots go at the end."""
+        if tick < self.size or self.size == self.capacity:
+            return
+        grown = min(2 * self.size, self.capacity)
+        while grown <= tick and grown < self.capacity:
+            grown = min(2 * grown, self.capacity)
+        more = array("d", [NAN]) * (grown - self.size)
+        self._times.extend(more)
+        for track in self._tracks.values():
+            track.values.extend(more)
+        self.size = grown
 
     def tick_at_or_before(self, when: float) -> int | None:
         """The newest tick at or before `when`, None when all ticks are later or gone.
@@ -332,7 +357,7 @@ class Rings:
         if stop < start:
             return start, (), False
         grows = track.cumulative and _no_reset(track.reset_ticks, start, stop)
-        low, high = start % self.capacity, stop % self.capacity
+        low, high = start % self.size, stop % self.size
         if low <= high:
             return start, track.values[low : high + 1], grows
         return start, track.values[low:] + track.values[: high + 1], grows
@@ -341,7 +366,7 @@ class Rings:
         """The timestamps of ticks `first`..`last` (all in the ring), oldest first."""
         if last < first:
             return []
-        low, high = first % self.capacity, last % self.capacity
+        low, high = first % self.size, last % self.size
         if low <= high:
             return self._times[low : high + 1].tolist()
         return self._times[low:].tolist() + self._times[: high + 1].tolist()
@@ -350,7 +375,7 @@ class Rings:
         """A ring's value at a tick (NaN when absent or out of the ring)."""
         if not track.first_tick <= tick <= track.last_tick or tick < self._oldest:
             return NAN
-        return track.values[tick % self.capacity]
+        return track.values[tick % self.size]
 
     def corrected(self, series: Series, tick: int) -> float:
         """The value at a tick plus the counter resets before it (monotonic for counters)."""
@@ -384,7 +409,11 @@ class Rings:
         return len(self._tracks)
 
     def memory_bytes(self) -> int:
-        """Bytes held by the value rings and the time ring (the bounded part)."""
+        """Bytes held by the value rings and the time ring now (at most `bound_bytes`)."""
+        return self.size * 8 * (len(self._tracks) + 1)
+
+    def bound_bytes(self) -> int:
+        """Bytes the value rings and the time ring of the series held come to at capacity."""
         return self.capacity * 8 * (len(self._tracks) + 1)
 
     # point queries ----------------------------------------------------------
@@ -412,7 +441,7 @@ class Rings:
         track = self._tracks.get(series)
         if track is None or track.last_tick < self.oldest_tick:
             return None
-        return self.time_of(track.last_tick), track.values[track.last_tick % self.capacity]
+        return self.time_of(track.last_tick), track.values[track.last_tick % self.size]
 
     def target_last_ok(self, target: str) -> float | None:
         """Time of the target's last successful scrape."""

@@ -50,7 +50,7 @@ class Store(IngestingRings):
         first = self.tick_at_or_before(now - window)
         start = max(self._oldest if first is None else first + 1, track.first_tick)
         stop = min(end, track.last_tick)
-        pairs = ((self.time_of(t), track.values[t % self.capacity]) for t in range(start, stop + 1))
+        pairs = ((self.time_of(t), track.values[t % self.size]) for t in range(start, stop + 1))
         return [(when, value) for when, value in pairs if not math.isnan(value)]
 
     def _endpoints(
@@ -74,9 +74,9 @@ class Store(IngestingRings):
     def _present(self, track: _Track, start: int, stop: int, step: int) -> int | None:
         """First tick from `start` towards `stop` (inclusive) where the ring has a value."""
         low, high = max(track.first_tick, self._oldest), track.last_tick
-        values, capacity = track.values, self.capacity
+        values, size = track.values, self.size
         for tick in range(start, stop + step, step):
-            if low <= tick <= high and not math.isnan(values[tick % capacity]):
+            if low <= tick <= high and not math.isnan(values[tick % size]):
                 return tick
         return None
 

@@ -201,6 +201,52 @@ def test_memory_is_bounded_by_capacity_not_uptime() -> None:
     assert len(store.points(series, 299.0, 1e9)) == 100
 
 
+def test_rings_grow_with_the_ticks_held_up_to_the_capacity() -> None:
+    """A short session holds what it saw, not an hour of NaN; the bound is unchanged."""
+    store = Store(capacity=100)
+    text = fixture("underload")
+    store.ingest(frame_from_text(0.0, text))
+    assert store.memory_bytes() == 64 * 8 * 421 and store.bound_bytes() == 100 * 8 * 421
+    for tick in range(1, 65):
+        store.ingest(frame_from_text(float(tick), text))
+    assert store.memory_bytes() == 100 * 8 * 421
+
+
+GROWING = st.lists(
+    st.sampled_from(["tick", "tick", "gap", "new", "down", "reset"]), min_size=1, max_size=90
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(GROWING)
+def test_a_growing_ring_answers_as_one_made_at_its_capacity(steps: list[str]) -> None:
+    """Every value, window and time a ring holds is the same whether it started at its
+    capacity or grew to it while ticks arrived (gaps and series born late included)."""
+    stores = [Store(capacity=40, first_size=40), Store(capacity=40, first_size=2)]
+    names = ["vllm:num_requests_waiting"]
+    counted = 0.0
+    for step, kind in enumerate(steps):
+        if kind == "new":
+            names.append(f"vllm:num_requests_running_{step}")
+        counted = 1.0 if kind == "reset" else counted + step
+        values = {name: float(step * (i + 1)) for i, name in enumerate(names)}
+        values['vllm:num_preemptions_total{engine="0"}'] = counted
+        if kind == "gap":
+            values.pop(names[0])
+        types = {**GAUGE, **COUNTER}
+        shot = down_frame(float(step)) if kind == "down" else frame(float(step), types, values)
+        for store in stores:
+            store.ingest(shot)
+    now = float(len(steps) - 1)
+    made, grown = stores
+    for name in [*names, "vllm:num_preemptions_total"]:
+        for series in made.select(name):
+            for window in (3.0, 30.0, 100.0):
+                assert grown.points(series, now, window) == made.points(series, now, window)
+                assert grown.increase(series, now, window) == made.increase(series, now, window)
+            assert grown.last_known(series) == made.last_known(series)
+
+
 def test_series_limit_drops_new_series_with_an_event() -> None:
     store = Store(max_series=2)
     events = store.ingest(frame_from_text(0.0, "vllm:a 1\nvllm:b 2\nvllm:c 3\n"))
