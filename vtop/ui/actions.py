@@ -27,6 +27,7 @@ from vtop.core.managed_server import ManagedServer, state_dir
 from vtop.core.ops.rank import PrimaryPredictions, finding_predictions, target_figure
 from vtop.core.rules.engine import Finding, ProposedChange
 from vtop.core.session.diagnose import diagnosis
+from vtop.core.session.recent import expand
 from vtop.core.session.session import Session, TargetView, short_key
 from vtop.core.whatif.predict import FLAGS, ChangePrediction, predict_change
 from vtop.core.whatif.profile import ProfileError, StepProfiles
@@ -137,8 +138,8 @@ class DashboardActions:
         )
         name = time.strftime("vtop-bundle-%Y%m%d-%H%M%S.tar.gz")
         path = Path(self.settings.bundle_dir) / name
-        frames = list(session.recent_frames)
-        self.ui.in_thread(lambda: self._write(path, frames, contents), "bundle")
+        held = session.recent_frames.snapshot()
+        self.ui.in_thread(lambda: self._write(path, expand(held), contents), "bundle")
 
     def _write(self, path: Path, frames: list[Frame], contents: BundleContents) -> None:
         """Write the bundle, then say where it is (a failure is the worker's banner)."""

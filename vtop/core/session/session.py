@@ -27,15 +27,12 @@ from vtop.core.ingest.quality import Defect, QualityChecker
 from vtop.core.rules.alerts import alert_triage, fleet_alert_triage
 from vtop.core.rules.engine import Engine, Finding, Triage
 from vtop.core.rules.rule import Rule
+from vtop.core.session.recent import RecentFrames
 from vtop.core.store.store import DEFAULT_CAPACITY, Store
 from vtop.core.store.summary import TargetSummary, merged_latency, quick_summary, summarize
 
 LOG_LINES_KEPT = 5000
 MARKS_KEPT = 500
-FRAMES_KEPT = 600
-"""Recent frames kept for an incident bundle (10 minutes at 1 s)..."""
-FRAMES_TEXT_KEPT = 128 * 1024 * 1024
-"""...or fewer, so their /metrics text stays under this many characters (large fleets)."""
 KV_SATURATED = 0.95
 FLEET_TARGET = "fleet"
 RULE_BUDGET = 10
@@ -116,9 +113,8 @@ class Session:
         """Chart points kept per server: as many as the store keeps ticks."""
         self.targets: dict[str, TargetView] = {}
         self.marks: deque[Mark] = deque(maxlen=MARKS_KEPT)
-        self.recent_frames: deque[Frame] = deque()
+        self.recent_frames = RecentFrames()
         """Recent frames as text only (a bundle re-parses them, as a replay does)."""
-        self._recent_chars = 0
         self.log_lines: deque[str] = deque(maxlen=LOG_LINES_KEPT)
         self.startup_log: list[str] = []
         self.gpu: GpuSnapshot | None = None
@@ -200,18 +196,11 @@ class Session:
         self.fleet.triage = triage
 
     def _keep_recent(self, frame: Frame) -> None:
-        """Keep a frame without its parsed samples; drop the oldest beyond the count or text bound.
-
-        Parsed samples are tens of bytes each and the garbage collector walks every one of them;
-        the text alone is smaller and untracked.
-        """
-        kept = dataclasses.replace(frame, scrapes=tuple(map(_text_only, frame.scrapes)))
-        self.recent_frames.append(kept)
-        self._recent_chars += _text_size(kept)
-        while len(self.recent_frames) > 1 and (
-            len(self.recent_frames) > FRAMES_KEPT or self._recent_chars > FRAMES_TEXT_KEPT
-        ):
-            self._recent_chars -= _text_size(self.recent_frames.popleft())
+        """Keep a frame for a bundle without its parsed samples (tens of bytes each, and the
+        garbage collector walks every one of them): its text, compressed."""
+        self.recent_frames.add(
+            dataclasses.replace(frame, scrapes=tuple(map(_text_only, frame.scrapes)))
+        )
 
     def _fleet_due(self, now: float) -> bool:
         """Fleet rules run every frame, or every FLEET_RULES_EVERY_S under a rule budget (their
@@ -390,11 +379,6 @@ def _text_only(scrape: TargetScrape) -> TargetScrape:
         return scrape
     text = exposition_text(parsed_text(scrape))
     return dataclasses.replace(scrape, samples=(), raw_text=text)
-
-
-def _text_size(frame: Frame) -> int:
-    """Characters of /metrics text a frame holds."""
-    return sum(len(scrape.raw_text) for scrape in frame.scrapes)
 
 
 ALTERNATION_WINDOW_S = 300.0

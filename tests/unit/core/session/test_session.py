@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import replace
 
-import pytest
-
-import vtop.core.session.session as session_module
 from tests.support.frames import TARGET, down_frame, frame, frame_from_text, frame_from_texts
 from tests.support.payloads import fixture
 from tests.support.storm import storm
@@ -96,16 +94,18 @@ def test_a_rule_budget_judges_servers_in_turn_and_the_focused_one_always() -> No
     assert view.summary is not None and view.summary.preemptions_per_s is not None
 
 
-def test_recent_frames_keep_text_not_samples_and_stay_under_the_text_bound(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_recent_frames_keep_text_not_samples_and_stay_under_the_bound() -> None:
+    """The text comes back as it came; the bound counts the compressed bytes held."""
     text = fixture("underload")
-    monkeypatch.setattr(session_module, "FRAMES_TEXT_KEPT", 3 * len(text))
     session = Session(load_rules(), DiagnoseOptions())
+    packed = len(zlib.compress(text.encode(), 1))
+    session.recent_frames.max_bytes = 3 * packed
     for t in range(6):
         session.ingest(frame_from_text(float(t), text))
-    assert [kept.timestamp for kept in session.recent_frames] == [3.0, 4.0, 5.0]
-    assert all(s.raw_text == text and not s.samples for s in session.recent_frames[-1].scrapes)
+    frames = session.recent_frames.frames()
+    assert [kept.timestamp for kept in frames] == [3.0, 4.0, 5.0]
+    assert all(s.raw_text == text and not s.samples for s in frames[-1].scrapes)
+    assert packed < len(text) / 5  # what holding it compressed is for
     live = session.target(TARGET).last_scrape
     assert live is not None and len(live.samples) == 420  # the live scrape keeps them
 
@@ -120,7 +120,7 @@ def test_frames_that_came_without_text_are_kept_as_their_samples_written_out() -
     untexted = replace(scrape, raw_text="", metric_types=types)
     session = Session(load_rules(), DiagnoseOptions())
     session.ingest(replace(parsed, scrapes=(untexted,)))
-    [kept] = session.recent_frames[-1].scrapes
+    [kept] = session.recent_frames.frames()[-1].scrapes
     assert not kept.samples
     again = ExpositionParser().parse(kept.raw_text).samples
     assert sorted(again) == sorted(scrape.samples)
