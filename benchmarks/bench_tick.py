@@ -109,17 +109,24 @@ def memory_after_a_day(texts: list[str]) -> None:
         scrapes.append(
             TargetScrape(TARGET, ScrapeStatus.OK, "", tuple(parsed.samples), parsed.types)
         )
-    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    rss_at_an_hour = 0
     for second in range(24 * 3600):
         store.ingest(Frame(float(second), (scrapes[second % len(scrapes)],)))
-        if second + 1 in (3600, 6 * 3600, 24 * 3600):
+        if second + 1 in (60, 600, 3600, 6 * 3600, 24 * 3600):
             print(
-                f"after {(second + 1) // 3600:2d} h: {store.series_count()} series, "
-                f"rings {store.memory_bytes() / 2**20:.1f} MiB (bound: 8 B x {store.capacity} "
-                f"ticks x series)"
+                f"after {_span(second + 1):>5}: {store.series_count()} series, rings "
+                f"{store.memory_bytes() / 2**20:4.1f} MiB (bound {store.bound_bytes() / 2**20:.1f}"
+                f" MiB: 8 B x {store.capacity} ticks x series)"
             )
-    growth = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before
-    print(f"peak RSS growth during the 24 h run: {growth / 1024:.1f} MiB")
+        if second + 1 == 3600:
+            rss_at_an_hour = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    growth = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_at_an_hour
+    print(f"peak RSS growth from the first hour to the 24th: {growth / 1024:.1f} MiB")
+
+
+def _span(seconds: int) -> str:
+    """1 min, 10 min, 1 h, ..."""
+    return f"{seconds // 60} min" if seconds < 3600 else f"{seconds // 3600} h"
 
 
 def main() -> None:
