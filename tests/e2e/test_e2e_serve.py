@@ -24,6 +24,7 @@ from tests.support.scenarios import warm_up
 from tests.support.vllm_harness.server import (
     FAST_START,
     ServerSpec,
+    engine_at_low_priority,
     free_port,
     model_dir,
     vllm_python,
@@ -195,6 +196,7 @@ async def tune_and_roll_back(state: ManagedServer, env: dict[str, str]) -> Manag
     measurements. When the fix is kept, a change vLLM refuses at startup must be rolled back
     to it, so every run rolls back once on the real server.
     """
+    engine_at_low_priority(state.pid)
     await Bench(warm_up(state.url, 16)).run()
     directory = Path(env["VTOP_STATE_DIR"])
     watcher = Watcher(state.url, interval=2.0)
@@ -238,7 +240,7 @@ async def storming_tune(
             directory,
             functools.partial(storm_load, duration_s=duration_s),
             settings,
-            warmup=lambda url: warm_up(url, 16),
+            warmup=functools.partial(yielding_warm_up, directory),
         )
         if not baselines:
             await until_it_storms(state, options)
@@ -248,6 +250,16 @@ async def storming_tune(
         assert not watcher.restarts, (watcher.restarts, tuned.reason)
         baselines.append(f"{duration_s:.0f} s: {tuned.reason}, {tuned.before}")
     raise AssertionError("no baseline held the storm:\n" + "\n".join(baselines))
+
+
+def yielding_warm_up(directory: Path, url: str) -> BenchConfig:
+    """The warm-up run after each of the tune's restarts, the restarted server's engine first
+    put at low priority as the harness's servers are (`engine_at_low_priority`: on 2 cores the
+    engine otherwise starves the API server that feeds it, and the storm comes and goes)."""
+    for state in managed(directory):
+        if state.url == url and is_alive(state):
+            engine_at_low_priority(state.pid)
+    return warm_up(url, 16)
 
 
 async def until_it_storms(state: ManagedServer, options: TuneOptions) -> None:
