@@ -3,7 +3,8 @@
 Both run side by side for the same 60 s while a light load keeps the metrics moving; the script
 prints each one's CPU seconds (process tree, after a 10 s start-up allowance) and RSS, and the
 last screen of each pane. Run: python -m benchmarks.bench_dashboard_cpu
-(needs tmux, VTOP_VLLM_PYTHON or .venv-vllm, and vllmstat on PATH or VLLMSTAT=/path/to/vllmstat).
+(needs tmux, VTOP_VLLM_PYTHON or .venv-vllm, and vllmstat on PATH or VLLMSTAT=/path/to/vllmstat;
+VTOP=/path/to/vtop measures an installed vtop instead of this checkout's).
 """
 
 from __future__ import annotations
@@ -95,6 +96,13 @@ class Tmux:
         subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True)
 
 
+def vtop_command() -> list[str]:
+    """The vtop to measure: VTOP=/path/to/vtop (an installed one, e.g. the wheel in a fresh
+    environment, what a user runs), else this checkout's."""
+    installed = os.environ.get("VTOP")
+    return [installed] if installed else [sys.executable, "-m", "vtop"]
+
+
 def vllmstat_command() -> str:
     """The vllmstat executable."""
     found = os.environ.get("VLLMSTAT") or shutil.which("vllmstat")
@@ -119,7 +127,7 @@ async def measure(url: str) -> None:
     """Run both tools in tmux under load and print the comparison."""
     tmux = Tmux()
     tools = {
-        "vtop": [sys.executable, "-m", "vtop", url, "--interval", "1"],
+        "vtop": [*vtop_command(), url, "--interval", "1"],
         "vllmstat": [vllmstat_command(), "-u", url, "-i", "1"],
     }
     load = asyncio.ensure_future(Bench(light_load(url)).run())

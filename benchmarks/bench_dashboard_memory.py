@@ -12,18 +12,10 @@ vtop, e.g. the wheel in a fresh environment, instead of this checkout's).
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 import time
 
-from benchmarks.bench_dashboard_cpu import Tmux, usage, vllmstat_command
+from benchmarks.bench_dashboard_cpu import Tmux, usage, vllmstat_command, vtop_command
 from benchmarks.bench_fleet import endpoints
-
-
-def vtop_command() -> list[str]:
-    """The vtop to measure: VTOP, else this checkout's."""
-    installed = os.environ.get("VTOP")
-    return [installed] if installed else [sys.executable, "-m", "vtop"]
 
 
 def main() -> None:
