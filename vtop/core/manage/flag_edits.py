@@ -11,18 +11,12 @@ from vtop.core.rules.engine import ProposedChange
 BOOLEAN_PAIRS = {"--enable-prefix-caching": "--no-enable-prefix-caching"}
 
 
-def change_argument(change: ProposedChange) -> list[str] | None:
-    """The flag change as argv items, None when its value could not be computed or when it is
-    advice in words (see `ProposedChange.argument`)."""
-    return change.argument()
-
-
 def apply_change(argv: Sequence[str], change: ProposedChange) -> list[str]:
     """argv with the flag set to the proposed value (replacing any earlier value). A dotted
     flag (`--speculative-config.num_speculative_tokens 2`) is merged into the JSON of its
     flag when argv has one: vLLM appends the dotted keys as a JSON of their own after argv,
     which would replace the method and the rest of the original."""
-    arguments = change_argument(change)
+    arguments = change.argument()
     if arguments is None:
         unknown = ", ".join(change.unknown)
         why = f"{unknown} unknown" if unknown else "advice, not a flag vtop can set"

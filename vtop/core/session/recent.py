@@ -12,7 +12,8 @@ import dataclasses
 import zlib
 from collections import deque
 
-from vtop.core.frame import Frame
+from vtop.core.frame import Frame, TargetScrape
+from vtop.core.ingest.exposition_writer import exposition_text, parsed_text
 
 FRAMES_KEPT = 600
 """Recent frames kept for an incident bundle (10 minutes at 1 s)..."""
@@ -36,7 +37,8 @@ class PackedFrame:
 
 
 class RecentFrames:
-    """The newest frames (text only, no parsed samples), compressed, within both bounds."""
+    """The newest frames, their text compressed and without parsed samples, within both
+    bounds."""
 
     def __init__(self, max_frames: int = FRAMES_KEPT, max_bytes: int = BYTES_KEPT) -> None:
         self.max_frames = max_frames
@@ -48,10 +50,11 @@ class RecentFrames:
         return len(self._packed)
 
     def add(self, frame: Frame) -> None:
-        """Keep a frame (its scrapes' text compressed); drop the oldest beyond the bounds,
-        never the newest."""
-        texts = tuple(zlib.compress(s.raw_text.encode(), LEVEL) for s in frame.scrapes)
-        bare = tuple(dataclasses.replace(s, raw_text="") for s in frame.scrapes)
+        """Keep a frame without its parsed samples (tens of bytes each, and the garbage
+        collector walks every one of them): its scrapes' text, compressed. Drop the oldest
+        beyond the bounds, never the newest."""
+        texts = tuple(zlib.compress(_kept_text(s).encode(), LEVEL) for s in frame.scrapes)
+        bare = tuple(dataclasses.replace(s, samples=(), raw_text="") for s in frame.scrapes)
         packed = PackedFrame(dataclasses.replace(frame, scrapes=bare), texts)
         self._packed.append(packed)
         self._bytes += packed.size
@@ -67,6 +70,12 @@ class RecentFrames:
     def frames(self) -> list[Frame]:
         """The frames held now, oldest first, with their text."""
         return expand(self.snapshot())
+
+
+def _kept_text(scrape: TargetScrape) -> str:
+    """The text a bundle keeps of a scrape: as received, only as far as it was parsed
+    (`parsed_text`), written from its samples when it came without text (from Prometheus)."""
+    return exposition_text(parsed_text(scrape)) if scrape.samples else scrape.raw_text
 
 
 def expand(packed: list[PackedFrame]) -> list[Frame]:

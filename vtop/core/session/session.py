@@ -22,7 +22,6 @@ from vtop.core.frame import (
     TargetScrape,
 )
 from vtop.core.ingest.excerpt import STARTUP_LINE
-from vtop.core.ingest.exposition_writer import exposition_text, parsed_text
 from vtop.core.ingest.quality import Defect, QualityChecker
 from vtop.core.rules.alerts import alert_triage, fleet_alert_triage
 from vtop.core.rules.engine import Engine, Finding, Triage
@@ -140,7 +139,7 @@ class Session:
         self.now = frame.timestamp
         if self.first_timestamp is None:
             self.first_timestamp = frame.timestamp
-        self._keep_recent(frame)
+        self.recent_frames.add(frame)
         if frame.gpu is not None:
             self.gpu = frame.gpu
         self._take_log(frame.log_lines)
@@ -194,13 +193,6 @@ class Session:
         )
         self._mark_findings(self.fleet, triage, now)
         self.fleet.triage = triage
-
-    def _keep_recent(self, frame: Frame) -> None:
-        """Keep a frame for a bundle without its parsed samples (tens of bytes each, and the
-        garbage collector walks every one of them): its text, compressed."""
-        self.recent_frames.add(
-            dataclasses.replace(frame, scrapes=tuple(map(_text_only, frame.scrapes)))
-        )
 
     def _fleet_due(self, now: float) -> bool:
         """Fleet rules run every frame, or every FLEET_RULES_EVERY_S under a rule budget (their
@@ -370,15 +362,6 @@ class _Point:
     """The target restarted at this frame: what was inferred before no longer holds."""
     alternating: int = 0
     """Processes answering the target's URL in turn at this frame (0: one)."""
-
-
-def _text_only(scrape: TargetScrape) -> TargetScrape:
-    """A scrape without its parsed samples (written as text when it came without), its text
-    only as far as it was parsed (`parsed_text`)."""
-    if not scrape.samples:
-        return scrape
-    text = exposition_text(parsed_text(scrape))
-    return dataclasses.replace(scrape, samples=(), raw_text=text)
 
 
 ALTERNATION_WINDOW_S = 300.0
