@@ -4,6 +4,7 @@ Prometheus's error when a side is not unique), result labels as Prometheus build
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 from collections.abc import Callable, Iterable
@@ -14,6 +15,9 @@ from vtop.core.rules.promql.ast import Binary
 Vector = dict[Labels, float]
 Value = float | Vector
 NAME = "__name__"
+SIGNATURES_KEPT = 4096
+"""Label sets whose matching signature is remembered (a fleet of 100 servers matches a few
+thousand)."""
 
 
 class EvaluationError(ValueError):
@@ -74,8 +78,9 @@ COMPARISON: dict[str, Callable[[float, float], bool]] = {
 SET_OPERATIONS = frozenset({"and", "or", "unless"})
 
 
+@functools.lru_cache(maxsize=SIGNATURES_KEPT)
 def drop_name(labels: Labels) -> Labels:
-    """The labels without the metric name."""
+    """The labels without the metric name (remembered, as `signature`)."""
     return tuple(pair for pair in labels if pair[0] != NAME)
 
 
@@ -92,9 +97,15 @@ def unique(elements: Iterable[tuple[Labels, float]]) -> Vector:
 
 def signature(labels: Labels, binary: Binary) -> Labels:
     """The labels two elements are matched on (the name never, unless `on` lists it)."""
-    if binary.on is not None:
-        return tuple(pair for pair in labels if pair[0] in binary.on)
-    return tuple(pair for pair in labels if pair[0] not in binary.ignoring and pair[0] != NAME)
+    return _signature(labels, binary.on, binary.ignoring)
+
+
+@functools.lru_cache(maxsize=SIGNATURES_KEPT)
+def _signature(labels: Labels, on: tuple[str, ...] | None, ignoring: tuple[str, ...]) -> Labels:
+    """`signature`, remembered: every tick matches the same few label sets again."""
+    if on is not None:
+        return tuple(pair for pair in labels if pair[0] in on)
+    return tuple(pair for pair in labels if pair[0] not in ignoring and pair[0] != NAME)
 
 
 def _element(op: str, left: float, right: float) -> tuple[float, bool]:
@@ -176,16 +187,32 @@ def vector_pair(binary: Binary, left: Vector, right: Vector) -> Vector:
 def _result_labels(labels: Labels, other: Labels, binary: Binary) -> Labels:
     """Prometheus's resultMetric: no name after arithmetic or `bool`; one-to-one keeps only the
     `on` labels or drops the `ignoring` ones; grouping copies the listed labels across."""
+    named = binary.op not in ARITHMETIC and not binary.return_bool
+    matching = (binary.on, binary.ignoring) if binary.group is None else None
+    return _result_metric(labels, other, named, matching, binary.include)
+
+
+@functools.lru_cache(maxsize=SIGNATURES_KEPT)
+def _result_metric(
+    labels: Labels,
+    other: Labels,
+    named: bool,
+    matching: tuple[tuple[str, ...] | None, tuple[str, ...]] | None,
+    include: tuple[str, ...],
+) -> Labels:
+    """`_result_labels`, remembered: `matching` is one-to-one's (on, ignoring), None when
+    grouped."""
     kept = dict(labels)
-    if binary.op in ARITHMETIC or binary.return_bool:
+    if not named:
         kept.pop(NAME, None)
-    if binary.group is None:
-        if binary.on is not None:
-            kept = {k: v for k, v in kept.items() if k in binary.on}
+    if matching is not None:
+        on, ignoring = matching
+        if on is not None:
+            kept = {k: v for k, v in kept.items() if k in on}
         else:
-            kept = {k: v for k, v in kept.items() if k not in binary.ignoring}
+            kept = {k: v for k, v in kept.items() if k not in ignoring}
     others = dict(other)
-    for name in binary.include:
+    for name in include:
         if others.get(name):
             kept[name] = others[name]
         else:

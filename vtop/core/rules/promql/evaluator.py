@@ -228,13 +228,16 @@ def _range_call(call: Call, context: Context) -> Vector:
     assert isinstance(selector, Selector) and selector.range_s is not None
     if selector.name.startswith(CONFIG_PREFIX):
         raise EvaluationError(f"{selector.name} is a configuration value, not a series")
+    picked = _series(selector, context)
+    if not picked:
+        return {}
     end = context.now - selector.offset_s
     start = end - selector.range_s
     if context.from_first_sample:
         start = range_start(context.store, start)
     keeps_name = call.function == "last_over_time"
     vector: list[tuple[Labels, float]] = []
-    for series, key, unnamed in _series(selector, context):
+    for series, key, unnamed in picked:
         first_time, last_time, values, grows = range_samples(context.store, series, start, end)
         if call.function in RATES:
             counter, per_second = RATES[call.function]
