@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
 from operator import itemgetter
-from typing import NamedTuple, TypeVar, overload
+from typing import NamedTuple, Protocol, TypeVar, overload
 
 T = TypeVar("T")
 Labels = tuple[tuple[str, str], ...]
@@ -47,6 +47,14 @@ class Sample(NamedTuple):
     timestamp: float | None = None
 
 
+class PayloadLayout(Protocol):
+    """The lines of a payload around its values: rebuilds the payload from them."""
+
+    def text(self, value_text: str) -> str:
+        """The payload with these values (one per line, in sample order)."""
+        ...
+
+
 class SampleColumns(Sequence[Sample]):
     """Samples as two columns: series (shared between scrapes of one layout) and values.
 
@@ -55,11 +63,25 @@ class SampleColumns(Sequence[Sample]):
     Samples are made on demand for readers that want them one by one.
     """
 
-    __slots__ = ("series", "values")
+    __slots__ = ("layout", "series", "value_text", "values")
 
-    def __init__(self, series: tuple[Series, ...], values: list[float]) -> None:
+    def __init__(
+        self,
+        series: tuple[Series, ...],
+        values: list[float],
+        layout: PayloadLayout | None = None,
+        value_text: str = "",
+    ) -> None:
         self.series = series
         self.values = values
+        self.layout = layout
+        """The payload's lines around its values, when the columns were read through them."""
+        self.value_text = value_text
+        """The values as the payload wrote them, one per line (with `layout`: the payload)."""
+
+    def payload_text(self) -> str | None:
+        """The payload these columns were read from, exactly, when its layout is known."""
+        return None if self.layout is None else self.layout.text(self.value_text)
 
     def __len__(self) -> int:
         return len(self.values)

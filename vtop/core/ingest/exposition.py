@@ -63,9 +63,11 @@ class _Layout:
     __slots__ = (
         "heads",
         "line_count",
+        "other_indices",
         "other_lines",
         "pick_other",
         "pick_samples",
+        "sample_indices",
         "series",
         "value_at",
     )
@@ -76,6 +78,8 @@ class _Layout:
         samples = set(sample_indices)
         other = [i for i in range(len(lines)) if i not in samples]
         self.line_count = len(lines)
+        self.sample_indices = sample_indices
+        self.other_indices = other
         self.pick_samples = picker(sample_indices)
         self.pick_other = picker(other)
         self.other_lines = self.pick_other(lines)
@@ -93,13 +97,24 @@ class _Layout:
         if not all(map(str.startswith, samples, self.heads)):
             return None
         values = cast("list[str]", list(map(getitem, samples, self.value_at)))
-        if "_" in "".join(values):
+        value_text = "\n".join(values)
+        if "_" in value_text:
             return None
         try:
             numbers = list(map(float, values))
         except ValueError:
             return None
-        return SampleColumns(self.series, numbers)
+        return SampleColumns(self.series, numbers, self, value_text)
+
+    def text(self, value_text: str) -> str:
+        """The payload this layout was made from, with these values (`PayloadLayout`)."""
+        lines = [""] * self.line_count
+        for index, line in zip(self.other_indices, self.other_lines, strict=True):
+            lines[index] = line
+        values = value_text.split("\n")
+        for index, head, value in zip(self.sample_indices, self.heads, values, strict=True):
+            lines[index] = head + value
+        return "\n".join(lines)
 
 
 LINE_BLOCK = 1 << 20

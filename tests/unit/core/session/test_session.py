@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import zlib
 from dataclasses import replace
 
@@ -10,7 +11,7 @@ from tests.support.payloads import fixture
 from tests.support.storm import storm
 from vtop.core.catalog import family_of
 from vtop.core.config.effective_config import DiagnoseOptions
-from vtop.core.frame import Frame
+from vtop.core.frame import Frame, ScrapeStatus, TargetScrape
 from vtop.core.ingest.exposition import ExpositionParser
 from vtop.core.rules.loader import load_rules
 from vtop.core.session.session import Session
@@ -108,6 +109,28 @@ def test_recent_frames_keep_text_not_samples_and_stay_under_the_bound() -> None:
     assert packed < len(text) / 5  # what holding it compressed is for
     live = session.target(TARGET).last_scrape
     assert live is not None and len(live.samples) == 420  # the live scrape keeps them
+
+
+def test_payloads_read_through_a_layout_come_back_exactly_and_charge_it_once() -> None:
+    """A scrape read through the previous payload's layout is kept as its values and that
+    layout: the text comes back byte for byte, and the layout counts against the bound once."""
+    text = fixture("underload")
+    texts = [re.sub(r"(_total\{[^}]*\}) (\S+)", rf"\1 {t}.25", text) for t in range(5)]
+    assert len(set(texts)) == 5  # the values really move
+    parser = ExpositionParser()
+    session = Session(load_rules(), DiagnoseOptions())
+    for t, payload in enumerate(texts):
+        parsed = parser.parse(payload)
+        scrape = TargetScrape(
+            TARGET, ScrapeStatus.OK, payload, parsed.frozen_samples(), parsed.types
+        )
+        session.ingest(Frame(float(t), (scrape,)))
+    assert parser.layout_hits == 4  # the first payload made the layout
+    held = session.recent_frames.snapshot()
+    assert [type(p.texts[0]).__name__ for p in held] == ["bytes"] + ["KeptValues"] * 4
+    assert [s.raw_text for f in session.recent_frames.frames() for s in f.scrapes] == texts
+    values_only = [len(p.texts[0]) for p in held[2:]]
+    assert len(held[1].texts[0]) > len(text) > 5 * max(values_only)  # the layout charged once
 
 
 def test_frames_that_came_without_text_are_kept_as_their_samples_written_out() -> None:
