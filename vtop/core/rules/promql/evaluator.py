@@ -6,6 +6,7 @@ findings use them; `evaluate_named` keeps it (the conformance tests compare it w
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable, Mapping
@@ -27,6 +28,7 @@ from vtop.core.rules.promql.ast import (
 from vtop.core.rules.promql.binary import (
     NAME,
     SET_OPERATIONS,
+    SIGNATURES_KEPT,
     EvaluationError,
     Value,
     Vector,
@@ -339,8 +341,10 @@ def _histogram_quantile(q: float, vector: Vector) -> Vector:
     return {group: functions.bucket_quantile(q, buckets) for group, buckets in groups.items()}
 
 
+@functools.lru_cache(maxsize=SIGNATURES_KEPT)
 def _group_key(labels: Labels, names: tuple[str, ...], without: bool) -> Labels:
-    """Labels kept by `by (names)` or `without (names)` (which also drops the name)."""
+    """Labels kept by `by (names)` or `without (names)` (which also drops the name);
+    remembered, as the matching signatures are."""
     if without:
         return tuple(pair for pair in labels if pair[0] not in names and pair[0] != NAME)
     return tuple(pair for pair in labels if pair[0] in names)
