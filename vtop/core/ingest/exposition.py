@@ -12,8 +12,6 @@ import dataclasses
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from operator import getitem
-from typing import cast
 
 from prometheus_client.openmetrics import parser as om_reference
 from prometheus_client.parser import text_string_to_metric_families as text_reference
@@ -62,6 +60,7 @@ class _Layout:
 
     __slots__ = (
         "heads",
+        "heads_length",
         "line_count",
         "other_indices",
         "other_lines",
@@ -69,7 +68,6 @@ class _Layout:
         "pick_samples",
         "sample_indices",
         "series",
-        "value_at",
     )
 
     def __init__(
@@ -85,7 +83,7 @@ class _Layout:
         self.other_lines = self.pick_other(lines)
         heads = [line.rpartition(" ")[0] for line in self.pick_samples(lines)]
         self.heads = [head + " " for head in heads]
-        self.value_at = [slice(len(head) + 1, None) for head in heads]
+        self.heads_length = sum(map(len, self.heads))
         self.series = series
 
     def read(self, text: str) -> SampleColumns | None:
@@ -94,9 +92,10 @@ class _Layout:
         if len(lines) != self.line_count or self.pick_other(lines) != self.other_lines:
             return None
         samples = self.pick_samples(lines)
-        if not all(map(str.startswith, samples, self.heads)):
+        values = list(map(str.removeprefix, samples, self.heads))
+        # a line without its head keeps it whole, and only then is it longer than head + value
+        if sum(map(len, samples)) != sum(map(len, values)) + self.heads_length:
             return None
-        values = cast("list[str]", list(map(getitem, samples, self.value_at)))
         value_text = "\n".join(values)
         if "_" in value_text:
             return None
