@@ -75,6 +75,8 @@ class Store(IngestingRings):
         """First tick from `start` towards `stop` (inclusive) where the ring has a value."""
         low, high = max(track.first_tick, self._oldest), track.last_tick
         values, size = track.values, self.size
+        if low <= start <= high and values[start % size] == values[start % size]:
+            return start  # the usual case, without a loop: the series has a value there
         for tick in range(start, stop + step, step):
             if low <= tick <= high and not math.isnan(values[tick % size]):
                 return tick
