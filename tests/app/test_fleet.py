@@ -136,7 +136,7 @@ def test_fleet_figures_merge_histograms_by_bucket() -> None:
         fast = ttft_text({"0.1": 90 * t, "5.0": 90 * t, "10.0": 90 * t, "+Inf": 90 * t})
         slow = ttft_text({"0.1": 0, "5.0": 0, "10.0": 10 * t, "+Inf": 10 * t})
         session.ingest(frame_from_texts(float(t), {"http://a": fast, "http://b": slow}))
-    merged = fleet_summary(session, fleet_rows(session, 2.0), 2.0)
+    merged = fleet_summary(session, fleet_rows(session, 2.0))
     # 90 of 100 requests took under 0.1 s: the merged median is there, not between the two
     # servers' medians (0.05 s and 7.5 s), which is what averaging quantiles would give.
     assert merged.ttft_p50_s is not None and merged.ttft_p50_s <= 0.1

@@ -117,7 +117,7 @@ def _bucket_index(cumulative: list[tuple[float, float]], value: float, count: in
 def fleet_line(session: Session, mode: str, rows: list[FleetRow], now: float) -> str:
     """Fleet-wide figures and the findings across servers; the TTFT is the rows' own (their
     histograms merged by bucket), so the line agrees with the table."""
-    total = fleet_summary(session, rows, now)
+    total = fleet_summary(session, rows)
     live = sum(1 for row in rows if row.state in LIVE)
     triage = session.fleet.triage
     across = ", ".join(short_key_of(f.rule.id, f.labels) for f in triage.findings) if triage else ""

@@ -148,9 +148,9 @@ def engine_summaries(session: Session, target: str, now: float) -> dict[str, Tar
     }
 
 
-def fleet_summary(session: Session, rows: list[FleetRow], now: float) -> TargetSummary:
+def fleet_summary(session: Session, rows: list[FleetRow]) -> TargetSummary:
     """Figures over the live servers of the rows: gauges and rates added from the rows, TTFT
-    from the same servers' buckets merged now (so the line agrees with the table)."""
+    from the buckets behind the rows' own TTFT (added, so the line agrees with the table)."""
     live_rows = [row for row in rows if row.state in LIVE and row.summary is not None]
     live = [row.summary for row in live_rows if row.summary is not None]
 
@@ -159,8 +159,9 @@ def fleet_summary(session: Session, rows: list[FleetRow], now: float) -> TargetS
         return math.fsum(values) if values else None
 
     kv = [s.kv_usage for s in live if s.kv_usage is not None]
-    window = session.options.window_s
-    p50, p99 = merged_ttft(session.store, [row.target for row in live_rows], now, window)
+    p50, p99 = merged_ttft(
+        buckets for row in live_rows if (buckets := session.targets[row.target].ttft_buckets)
+    )
     return TargetSummary(
         "fleet",
         running=total("running"),

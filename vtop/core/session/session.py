@@ -21,6 +21,7 @@ from vtop.core.frame import (
     GpuSnapshot,
     TargetScrape,
 )
+from vtop.core.histogram import Buckets
 from vtop.core.ingest.excerpt import STARTUP_LINE
 from vtop.core.ingest.quality import Defect, QualityChecker
 from vtop.core.rules.alerts import alert_triage, fleet_alert_triage
@@ -28,7 +29,12 @@ from vtop.core.rules.engine import Engine, Finding, Triage
 from vtop.core.rules.rule import Rule
 from vtop.core.session.recent import RecentFrames
 from vtop.core.store.store import DEFAULT_CAPACITY, Store
-from vtop.core.store.summary import TargetSummary, merged_latency, quick_summary, summarize
+from vtop.core.store.summary import (
+    TargetSummary,
+    merged_latency,
+    quick_summary,
+    summarize_with_ttft,
+)
 
 LOG_LINES_KEPT = 5000
 MARKS_KEPT = 500
@@ -83,6 +89,9 @@ class TargetView:
     """Scrapes that failed since the last answer (0 while it answers)."""
     first_ok_timestamp: float | None = None
     """When the target first answered in this session (a window needs that long behind it)."""
+    ttft_buckets: Buckets | None = None
+    """The TTFT buckets' increases behind the summary's latest full figures (a fleet's TTFT
+    adds its servers')."""
 
     @property
     def summary(self) -> TargetSummary | None:
@@ -260,7 +269,7 @@ class Session:
         now, window = frame.timestamp, self.options.window_s
         self._check_quality(view, scrape, now)
         if judged:
-            summary = summarize(self.store, scrape.target, now, window)
+            summary, view.ttft_buckets = summarize_with_ttft(self.store, scrape.target, now, window)
         else:
             summary = quick_summary(self.store, scrape.target, now, window, view.summary)
         self._mark_changes(view, summary, now)

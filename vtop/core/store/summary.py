@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from vtop.core.histogram import merge_buckets
+from vtop.core.histogram import Buckets, merge_buckets
 from vtop.core.histogram import quantile as histogram_quantile
 from vtop.core.store.store import Store
 
@@ -96,6 +96,14 @@ def summarize(
     Histograms are merged by adding buckets, so a fleet's or an engine's quantiles are exact
     to the bucket, never an average of quantiles.
     """
+    return summarize_with_ttft(store, target, now, window, only)[0]
+
+
+def summarize_with_ttft(
+    store: Store, target: str, now: float, window: float, only: Mapping[str, str] | None = None
+) -> tuple[TargetSummary, Buckets | None]:
+    """`summarize`, and the TTFT buckets' increases its quantiles came from (None without
+    them): a fleet's TTFT adds its servers' buckets."""
     only = {"instance": target} if only is None else only
 
     def rate(name: str) -> float | None:
@@ -104,18 +112,21 @@ def summarize(
     def mean(name: str) -> float | None:
         return _one(store.histogram_mean(name, now, window, only))
 
-    def median_and_p99(name: str) -> tuple[float | None, float | None]:
+    def median_and_p99(buckets: Buckets | None) -> tuple[float | None, float | None]:
         """Both quantiles from one read of the buckets (the costly part of a summary)."""
-        buckets = store.histogram_buckets(name, now, window, only).get(())
         if buckets is None:
             return None, None
         return histogram_quantile(0.5, buckets), histogram_quantile(0.99, buckets)
 
+    def buckets_of(name: str) -> Buckets | None:
+        return store.histogram_buckets(name, now, window, only).get(())
+
     finished_per_s, shares = _finished(store, now, window, only)
-    ttft_p50, ttft_p99 = median_and_p99(TTFT)
-    itl_p50, itl_p99 = median_and_p99(ITL)
-    e2e_p50, e2e_p99 = median_and_p99(E2E)
-    return dataclasses.replace(
+    ttft_buckets = buckets_of(TTFT)
+    ttft_p50, ttft_p99 = median_and_p99(ttft_buckets)
+    itl_p50, itl_p99 = median_and_p99(buckets_of(ITL))
+    e2e_p50, e2e_p99 = median_and_p99(buckets_of(E2E))
+    summary = dataclasses.replace(
         quick_summary(store, target, now, window, None, only),
         ttft_p50_s=ttft_p50,
         ttft_p99_s=ttft_p99,
@@ -131,6 +142,7 @@ def summarize(
         requests_per_s=finished_per_s,
         finish_shares=shares,
     )
+    return summary, ttft_buckets
 
 
 def _finished(
@@ -182,18 +194,12 @@ def quick_summary(
     )
 
 
-def merged_ttft(
-    store: Store, targets: list[str], now: float, window: float
-) -> tuple[float | None, float | None]:
-    """TTFT p50 and p99 over these servers, their buckets added before the quantiles."""
-    parts = [
-        buckets
-        for target in targets
-        if (buckets := store.histogram_buckets(TTFT, now, window, {"instance": target}).get(()))
-    ]
-    if not parts:
+def merged_ttft(parts: Iterable[Buckets]) -> tuple[float | None, float | None]:
+    """TTFT p50 and p99 over servers, their buckets added before the quantiles."""
+    kept = [buckets for buckets in parts if buckets]
+    if not kept:
         return None, None
-    merged = merge_buckets(parts)
+    merged = merge_buckets(kept)
     return histogram_quantile(0.5, merged), histogram_quantile(0.99, merged)
 
 
