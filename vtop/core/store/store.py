@@ -62,7 +62,14 @@ class Store(IngestingRings):
         if end is None or track is None:
             return None
         base = self.tick_at_or_before(now - window)
-        first = self._present(track, self._oldest if base is None else base, end, 1)
+        start = self._oldest if base is None else base
+        if max(track.first_tick, self._oldest) <= start < end <= track.last_tick:
+            values, size = track.values, self.size
+            early, late = values[start % size], values[end % size]
+            if early == early and late == late and not track.reset_ticks:
+                # the usual case: a value at both ends and no reset to correct for
+                return (self.time_of(start), early), (self.time_of(end), late)
+        first = self._present(track, start, end, 1)
         last = self._present(track, end, first if first is not None else end, -1)
         if first is None or last is None or last <= first:
             return None
@@ -75,8 +82,6 @@ class Store(IngestingRings):
         """First tick from `start` towards `stop` (inclusive) where the ring has a value."""
         low, high = max(track.first_tick, self._oldest), track.last_tick
         values, size = track.values, self.size
-        if low <= start <= high and values[start % size] == values[start % size]:
-            return start  # the usual case, without a loop: the series has a value there
         for tick in range(start, stop + step, step):
             if low <= tick <= high and not math.isnan(values[tick % size]):
                 return tick
