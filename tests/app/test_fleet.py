@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler
 
 from textual.widgets import DataTable
 
-from tests.support.app import header, wait_for
+from tests.support.app import header, on_screen, screen_text, wait_for
 from tests.support.frames import frame_from_texts
 from tests.support.http_server import Canned, QuietHandler, serving, serving_handler
 from tests.support.payloads import fixture, multi_engine
@@ -89,6 +89,17 @@ async def test_fleet_table_sorts_filters_splits_engines_and_drills_in() -> None:
             await wait_for(pilot, lambda: shown(storm) in header(app))
             await pilot.press("escape")
             assert isinstance(app.screen, FleetScreen)
+
+
+async def test_a_server_named_by_an_ipv6_address_keeps_its_brackets() -> None:
+    """Cells are text, not markup: `[fe80::1]` would read as a style tag and vanish."""
+    with serving(Canned(IDLE)) as idle:
+        ipv6 = "http://[fe80::1]:9"
+        app = fleet_app([idle, ipv6])
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_for(pilot, lambda: shown(ipv6) in [row[0] for row in table_rows(app)])
+            await pilot.pause()
+            assert on_screen(shown(ipv6), screen_text(app)), screen_text(app)
 
 
 def slow_handler() -> type[BaseHTTPRequestHandler]:

@@ -97,6 +97,12 @@ def table_lines(
     return lines
 
 
+def _plain(cell: str | Text) -> Text:
+    """A cell as text, never markup: a server named `[fe80::1]:8000` keeps its brackets, and
+    the table does not parse markup in every visible cell at every redraw."""
+    return Text(cell, no_wrap=True, end="") if isinstance(cell, str) else cell
+
+
 class FleetScreen(Screen[None]):
     """Every server at a glance; the app fills it (widgets never fetch)."""
 
@@ -167,7 +173,7 @@ class FleetScreen(Screen[None]):
         for (key, cells), (_, before) in zip(lines, self._lines, strict=True):
             for column, (cell, old) in enumerate(zip(cells, before, strict=True)):
                 if cell != old:
-                    table.update_cell(key, self._columns[column], cell)
+                    table.update_cell(key, self._columns[column], _plain(cell))
 
     def _rebuild(self, lines: list[tuple[str, list[str | Text]]]) -> None:
         """New rows or order: rebuild the table, keeping the cursor on its server."""
@@ -175,7 +181,7 @@ class FleetScreen(Screen[None]):
         selected = self.selected
         table.clear()
         for key, cells in lines:
-            table.add_row(*cells, key=key)
+            table.add_row(*map(_plain, cells), key=key)
         if selected is not None and selected in {key for key, _ in lines}:
             table.move_cursor(row=table.get_row_index(selected), animate=False)
 
