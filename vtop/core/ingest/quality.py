@@ -8,15 +8,17 @@ histogram buckets whose cumulative counts fall as `le` grows.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from operator import lt
 
-from vtop.core.frame import Labels, Sample, SampleColumns, Series, TargetScrape
+from vtop.core.frame import Labels, Sample, SampleColumns, Series, TargetScrape, picker
 from vtop.core.histogram import optional_float
 
 SHOWN = 120
 REFUSED = "Prometheus would refuse this scrape"
 """An OpenMetrics line vtop reads but Prometheus would fail the whole scrape on."""
+PickFloats = Callable[[Sequence[float]], tuple[float, ...]]
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,8 @@ class QualityChecker:
     def __init__(self) -> None:
         self._layout: tuple[Series, ...] | None = None
         self._groups: list[list[int]] = []
+        self._pick_pairs: tuple[PickFloats, PickFloats] | None = None
+        """The lower and the upper bucket of every adjacent pair, picked at C speed."""
 
     def check(
         self, scrape: TargetScrape, store_defects: dict[str, list[Series]]
@@ -68,7 +72,13 @@ class QualityChecker:
         )
         if series is not self._layout:
             self._layout, self._groups = series, _bucket_groups(series)
+            self._pick_pairs = _pair_pickers(self._groups)
         values = samples.values if isinstance(samples, SampleColumns) else [s[1] for s in samples]
+        if self._pick_pairs is None:
+            return []
+        lower, upper = self._pick_pairs
+        if not any(map(lt, upper(values), lower(values))):
+            return []  # the usual case, decided without a loop in Python
         found = []
         for group in self._groups:
             for before, after in itertools.pairwise(group):
@@ -88,6 +98,14 @@ def _bucket_groups(series: tuple[Series, ...]) -> list[list[int]]:
                 key = (one.name, one.without(frozenset({"le"})))
                 groups.setdefault(key, []).append((upper, index))
     return [[index for _, index in sorted(members)] for members in groups.values()]
+
+
+def _pair_pickers(groups: list[list[int]]) -> tuple[PickFloats, PickFloats] | None:
+    """Getters of the lower and the upper bucket of every adjacent pair in the groups."""
+    pairs = [pair for group in groups for pair in itertools.pairwise(group)]
+    if not pairs:
+        return None
+    return picker([before for before, _ in pairs]), picker([after for _, after in pairs])
 
 
 def _located(kind: str, series: Series, lines: list[str]) -> Defect:
