@@ -50,8 +50,19 @@ class Store(IngestingRings):
         first = self.tick_at_or_before(now - window)
         start = max(self._oldest if first is None else first + 1, track.first_tick)
         stop = min(end, track.last_tick)
-        pairs = ((self.time_of(t), track.values[t % self.size]) for t in range(start, stop + 1))
-        return [(when, value) for when, value in pairs if not math.isnan(value)]
+        if stop < start:
+            return []
+        low, high = start % self.size, stop % self.size
+        values = (
+            track.values[low : high + 1]
+            if low <= high
+            else track.values[low:] + track.values[: high + 1]
+        )
+        return [
+            (when, value)
+            for when, value in zip(self.times(start, stop), values, strict=True)
+            if value == value
+        ]
 
     def _endpoints(
         self, series: Series, now: float, window: float
