@@ -157,21 +157,28 @@ class Engine:
     _picks: Picks = field(default_factory=dict)
     """The selectors' picks, kept across ticks while the store and its series stay the same."""
     _picked_in: Store | None = None
+    _scopes: dict[str, list[Rule]] | None = None
 
     def evaluate(
         self, store: Store, target: str, now: float, config: Mapping[str, float | None]
     ) -> Triage:
         """All per-server rules for one target at `now`, triaged."""
-        rules = [rule for rule in self.rules if rule.scope == "target"]
-        return self._evaluate(
-            rules, Context(store, target, now, config, lazy=self.lazy, picks=self._kept(store))
-        )
+        context = Context(store, target, now, config, lazy=self.lazy, picks=self._kept(store))
+        return self._evaluate(self._of_scope("target"), context)
 
     def evaluate_fleet(self, store: Store, now: float) -> Triage:
         """The fleet-scope rules over every server in the store (findings keyed by instance)."""
-        rules = [rule for rule in self.rules if rule.scope == "fleet"]
         context = Context(store, FLEET, now, lazy=self.lazy, picks=self._kept(store))
-        return self._evaluate(rules, context)
+        return self._evaluate(self._of_scope("fleet"), context)
+
+    def _of_scope(self, scope: str) -> list[Rule]:
+        """The rules of one scope (`target` or `fleet`), sorted out once."""
+        if self._scopes is None:
+            self._scopes = {
+                name: [rule for rule in self.rules if rule.scope == name]
+                for name in ("target", "fleet")
+            }
+        return self._scopes[scope]
 
     def _kept(self, store: Store) -> Picks:
         """The picks kept for this store (forgotten when another store is evaluated)."""
@@ -214,9 +221,13 @@ class Engine:
             holding = value
         elif value and not math.isnan(value):
             holding = {(): value}
-        before = self.active_since.get((context.target, rule.id), {})
+        key = (context.target, rule.id)
+        if not holding:  # most rules, most ticks
+            self.active_since.pop(key, None)
+            return []
+        before = self.active_since.get(key, {})
         since_by_labels = {labels: before.get(labels, context.now) for labels in holding}
-        self.active_since[(context.target, rule.id)] = since_by_labels
+        self.active_since[key] = since_by_labels
         pending.extend(
             Pending(rule, labels, context.now - since)
             for labels, since in since_by_labels.items()
