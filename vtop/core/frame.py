@@ -79,10 +79,6 @@ class SampleColumns(Sequence[Sample]):
         self.value_text = value_text
         """The values as the payload wrote them, one per line (with `layout`: the payload)."""
 
-    def payload_text(self) -> str | None:
-        """The payload these columns were read from, exactly, when its layout is known."""
-        return None if self.layout is None else self.layout.text(self.value_text)
-
     def __len__(self) -> int:
         return len(self.values)
 

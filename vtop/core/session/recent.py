@@ -41,6 +41,7 @@ class KeptValues:
         return self.charged
 
     def text(self) -> str:
+        """The payload, byte for byte as received."""
         return self.layout.text(self.value_text)
 
 
