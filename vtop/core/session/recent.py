@@ -24,7 +24,7 @@ BYTES_KEPT = 32 * 1024 * 1024
 """...or fewer, so their compressed text stays under this many bytes (large fleets)."""
 LAYOUT_BYTES_PER_CHARACTER = 2
 """A layout holds about twice its payload in lines and heads (107 KB for the 51 KB vLLM 0.32
-capture, measured with tracemalloc); a new one is charged that, once."""
+capture, measured with tracemalloc)."""
 LEVEL = 1
 """zlib's fastest level: consecutive payloads differ in their numbers, and a higher level
 saves a sixth more for two and a half times the CPU."""
@@ -36,12 +36,11 @@ class KeptValues:
 
     layout: PayloadLayout
     value_text: str
-    charged: int
-    """Bytes counted against the bound: the values' text, and for the first frame of a layout
-    what the layout holds (once)."""
+    layout_bytes: int
+    """What the layout holds: counted against the bound once while any frame uses it."""
 
     def __len__(self) -> int:
-        return self.charged
+        return len(self.value_text)
 
     def text(self) -> str:
         """The payload, byte for byte as received."""
@@ -61,7 +60,7 @@ class PackedFrame:
 
     @property
     def size(self) -> int:
-        """Bytes counted for the texts (a layout shared by many frames counts once)."""
+        """Bytes of the texts held (the layouts they share are counted apart, once each)."""
         return sum(map(len, self.texts))
 
 
@@ -74,8 +73,9 @@ class RecentFrames:
         self.max_bytes = max_bytes
         self._packed: deque[PackedFrame] = deque()
         self._bytes = 0
-        self._layouts: dict[str, PayloadLayout] = {}
-        """Each server's latest layout: a new one is charged its payload's size once."""
+        self._layout_uses: dict[int, tuple[PayloadLayout, int]] = {}
+        """How many kept scrapes use each layout, by identity (the layout is kept beside its
+        count, so its id is never reused while counted)."""
 
     def __len__(self) -> int:
         return len(self._packed)
@@ -88,11 +88,35 @@ class RecentFrames:
         bare = tuple(dataclasses.replace(s, samples=(), raw_text="") for s in frame.scrapes)
         packed = PackedFrame(dataclasses.replace(frame, scrapes=bare), texts)
         self._packed.append(packed)
-        self._bytes += packed.size
+        self._bytes += packed.size + self._count_layouts(packed, 1)
         while len(self._packed) > 1 and (
             len(self._packed) > self.max_frames or self._bytes > self.max_bytes
         ):
-            self._bytes -= self._packed.popleft().size
+            oldest = self._packed.popleft()
+            self._bytes += self._count_layouts(oldest, -1) - oldest.size
+
+    @property
+    def counted_bytes(self) -> int:
+        """Bytes counted against the bound: the texts held, and each layout in use once."""
+        return self._bytes
+
+    def _count_layouts(self, packed: PackedFrame, step: int) -> int:
+        """Count a frame's layouts in (`step` 1) or out (-1); the change in bytes counted: a
+        layout's bytes when its first user comes in, minus them when its last one goes."""
+        change = 0
+        for kept in packed.texts:
+            if not isinstance(kept, KeptValues):
+                continue
+            key = id(kept.layout)
+            uses = self._layout_uses.get(key, (kept.layout, 0))[1] + step
+            if uses == 0:
+                del self._layout_uses[key]
+                change -= kept.layout_bytes
+                continue
+            if uses == 1 and step == 1:
+                change += kept.layout_bytes
+            self._layout_uses[key] = (kept.layout, uses)
+        return change
 
     def _packed_text(self, scrape: TargetScrape) -> KeptText:
         """A scrape's text as held: its values beside its layout when it was read through
@@ -100,11 +124,8 @@ class RecentFrames:
         samples = scrape.samples
         if not isinstance(samples, SampleColumns) or samples.layout is None:
             return zlib.compress(_kept_text(scrape).encode(), LEVEL)
-        charged = len(samples.value_text)
-        if self._layouts.get(scrape.target) is not samples.layout:
-            self._layouts[scrape.target] = samples.layout
-            charged += LAYOUT_BYTES_PER_CHARACTER * len(scrape.raw_text)
-        return KeptValues(samples.layout, samples.value_text, charged)
+        layout_bytes = LAYOUT_BYTES_PER_CHARACTER * len(scrape.raw_text)
+        return KeptValues(samples.layout, samples.value_text, layout_bytes)
 
     def snapshot(self) -> list[PackedFrame]:
         """The frames held now, still packed (cheap: expand them with `expand`)."""

@@ -111,26 +111,37 @@ def test_recent_frames_keep_text_not_samples_and_stay_under_the_bound() -> None:
     assert live is not None and len(live.samples) == 420  # the live scrape keeps them
 
 
-def test_payloads_read_through_a_layout_come_back_exactly_and_charge_it_once() -> None:
+def test_payloads_read_through_a_layout_come_back_exactly_and_count_it_once() -> None:
     """A scrape read through the previous payload's layout is kept as its values and that
-    layout: the text comes back byte for byte, and the layout counts against the bound once."""
+    layout: the text comes back byte for byte, and the layout counts against the bound once
+    while frames use it, and no longer once the last of them is dropped."""
     text = fixture("underload")
-    texts = [re.sub(r"(_total\{[^}]*\}) (\S+)", rf"\1 {t}.25", text) for t in range(5)]
-    assert len(set(texts)) == 5  # the values really move
+    texts = [re.sub(r"(_total\{[^}]*\}) (\S+)", rf"\1 {t}.25", text) for t in range(6)]
+    assert len(set(texts)) == 6  # the values really move
     parser = ExpositionParser()
     session = Session(load_rules(), DiagnoseOptions())
-    for t, payload in enumerate(texts):
-        parsed = parser.parse(payload)
-        scrape = TargetScrape(
-            TARGET, ScrapeStatus.OK, payload, parsed.frozen_samples(), parsed.types
-        )
+    recent = session.recent_frames
+
+    def ingest(t: int) -> None:
+        parsed = parser.parse(texts[t])
+        scrape = TargetScrape(TARGET, ScrapeStatus.OK, texts[t], parsed.frozen_samples())
         session.ingest(Frame(float(t), (scrape,)))
+
+    for t in range(5):
+        ingest(t)
     assert parser.layout_hits == 4  # the first payload made the layout
-    held = session.recent_frames.snapshot()
-    assert [type(p.texts[0]).__name__ for p in held] == ["bytes"] + ["KeptValues"] * 4
-    assert [s.raw_text for f in session.recent_frames.frames() for s in f.scrapes] == texts
-    values_only = [len(p.texts[0]) for p in held[2:]]
-    assert len(held[1].texts[0]) > len(text) > 5 * max(values_only)  # the layout charged once
+    held = recent.snapshot()
+    kinds = [type(p.texts[0]).__name__ for p in held]
+    assert kinds == ["bytes"] + ["KeptValues"] * 4
+    assert [s.raw_text for f in recent.frames() for s in f.scrapes] == texts[:5]
+    layout = 2 * len(texts[1])  # counted from the first payload kept as values
+    assert recent.counted_bytes == sum(p.size for p in held) + layout
+    assert 5 * max(p.size for p in held[1:]) < len(text)  # what keeping values is for
+    recent.max_frames = 1
+    parser.parse(text + "# a comment line changes the layout\n")
+    ingest(5)  # read whole (the layout changed just before): compressed, no layout left
+    [last] = recent.snapshot()
+    assert isinstance(last.texts[0], bytes) and recent.counted_bytes == last.size
 
 
 def test_frames_that_came_without_text_are_kept_as_their_samples_written_out() -> None:
