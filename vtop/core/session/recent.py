@@ -5,8 +5,8 @@ minutes of one server's payloads are 30 MB as text. A payload read through the p
 layout (the usual scrape: only values moved) is kept as its values' text and that layout,
 shared by every frame of that shape: 3.8 KB for a vLLM 0.32 payload of 50 KB, and no work,
 since the parser cut those values out already. Any other payload is compressed (zlib level 1:
-6.8 KB, 0.16 ms to compress, 0.07 ms to expand). Neither is a delta against the previous frame, so that
-dropping the oldest frame never orphans the next.
+6.8 KB, 0.16 ms to compress, 0.07 ms to expand). Neither is a delta against the previous
+frame, so that dropping the oldest frame never orphans the next.
 """
 
 from __future__ import annotations
