@@ -159,9 +159,7 @@ def fleet_summary(session: Session, rows: list[FleetRow]) -> TargetSummary:
         return math.fsum(values) if values else None
 
     kv = [s.kv_usage for s in live if s.kv_usage is not None]
-    p50, p99 = merged_ttft(
-        buckets for row in live_rows if (buckets := session.targets[row.target].ttft_buckets)
-    )
+    p50, p99 = merged_ttft(session.targets[row.target].ttft_buckets for row in live_rows)
     return TargetSummary(
         "fleet",
         running=total("running"),

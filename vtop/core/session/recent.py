@@ -144,7 +144,7 @@ def _unpacked_text(kept: KeptText) -> str:
 def _kept_text(scrape: TargetScrape) -> str:
     """The text a bundle keeps of a scrape: as received, only as far as it was parsed
     (`parsed_text`), written from its samples when it came without text (from Prometheus)."""
-    return exposition_text(parsed_text(scrape)) if scrape.samples else scrape.raw_text
+    return exposition_text(parsed_text(scrape))
 
 
 def expand(packed: list[PackedFrame]) -> list[Frame]:

@@ -194,8 +194,9 @@ def quick_summary(
     )
 
 
-def merged_ttft(parts: Iterable[Buckets]) -> tuple[float | None, float | None]:
-    """TTFT p50 and p99 over servers, their buckets added before the quantiles."""
+def merged_ttft(parts: Iterable[Buckets | None]) -> tuple[float | None, float | None]:
+    """TTFT p50 and p99 over servers, their buckets added before the quantiles (servers
+    without any left out)."""
     kept = [buckets for buckets in parts if buckets]
     if not kept:
         return None, None
