@@ -25,6 +25,7 @@ from vtop.core.ingest.feeds import LiveFeed, ReplayFeed
 from vtop.core.ingest.sources.nvml import NvmlSource
 from vtop.core.ingest.sources.process_log import LogTail
 from vtop.core.ingest.sources.vllm_http import ScrapeOptions, VllmHttpSource
+from vtop.core.manage import apply as manage_apply
 from vtop.core.manage.process import start, stop
 from vtop.core.managed_server import ManagedServer, keep_reaped
 from vtop.core.rules.engine import Finding
@@ -332,8 +333,8 @@ async def test_a_failing_worker_is_a_banner_never_the_end_of_the_app(
     action: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(ui_actions, "DRAIN_TIMEOUT_S", 0.1)
-    monkeypatch.setattr(ui_actions, "apply_and_verify", broken)
-    monkeypatch.setattr(ui_actions, "switch", broken)
+    monkeypatch.setattr(manage_apply, "apply_and_verify", broken)  # imported when used
+    monkeypatch.setattr(manage_apply, "switch", broken)
     monkeypatch.setattr(ui_actions, "write_bundle", broken)
     monkeypatch.setattr(ui_actions, "audit", lambda *_, **__: None)
     monkeypatch.setenv("VTOP_STATE_DIR", str(tmp_path))

@@ -45,6 +45,20 @@ def test_importing_core_loads_no_ui_module() -> None:
     assert out.stdout.strip() == "[]"
 
 
+WATCHING_NEEDS_NOT = ("vtop.core.whatif", "vtop.core.manage.apply", "prometheus_client")
+"""Loaded by the keys that predict or apply, and by a payload the fast parser cannot read:
+a dashboard that only watches does not pay their resident memory (docs/benchmarks.md)."""
+
+
+def test_a_watching_dashboard_loads_neither_the_model_nor_the_reference_parser() -> None:
+    code = (
+        "import sys, vtop.cli.commands, vtop.cli.dashboard, vtop.ui.app;"
+        f"print([m for m in sys.modules if m.startswith({WATCHING_NEEDS_NOT!r})])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
 def test_the_floors_contract_breaks_on_an_import_that_runs_up(tmp_path: Path) -> None:
     """The layers contract is real: a copy of the tree with one import from the store up into
     the session is refused (and the tree itself is kept)."""

@@ -8,7 +8,7 @@ import difflib
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vtop.cli.errors import EXIT_USAGE, CliError
 from vtop.core.config.effective_config import DiagnoseOptions
@@ -18,7 +18,9 @@ from vtop.core.ingest.sources.server_facts import read_model_facts
 from vtop.core.redact import remember
 from vtop.core.rules.loader import PACKAGED, load_rules
 from vtop.core.rules.rule import Rule, RuleFileError
-from vtop.core.whatif.profile import ProfileError, StepProfiles
+
+if TYPE_CHECKING:
+    from vtop.core.whatif.profile import StepProfiles
 
 EXIT_RULES = EXIT_USAGE
 
@@ -217,7 +219,10 @@ def rules_of(settings: Settings, code: int = EXIT_RULES) -> list[Rule]:
 
 def step_profiles_of(code: int) -> StepProfiles:
     """The model's step-time profiles in the state directory (an error naming the file and
-    line when it is damaged)."""
+    line when it is damaged). The model is imported here: the dashboard needs it only when a
+    key asks for a prediction."""
+    from vtop.core.whatif.profile import ProfileError, StepProfiles
+
     try:
         return StepProfiles.default()
     except ProfileError as error:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 import itertools
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
 from operator import itemgetter
@@ -142,7 +142,8 @@ class TargetScrape:
     status: ScrapeStatus
     raw_text: str = ""
     samples: Sequence[Sample] = ()
-    metric_types: dict[str, str] = field(default_factory=dict)
+    metric_types: Mapping[str, str] = field(default_factory=dict)
+    """Declared type by family; shared by the scrapes read through one payload layout."""
     parse_errors: tuple[ParseError, ...] = ()
     error: str = ""
     http_status: int | None = None

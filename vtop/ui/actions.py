@@ -3,7 +3,9 @@
 
 An object given what it acts on (the settings, the feed, the managed server, the session of the
 moment) and the app's means to ask and tell (confirm, show, notify); the app's keys call it.
-Every long action runs in a worker whose failure the app turns into a banner.
+Every long action runs in a worker whose failure the app turns into a banner. The scheduler
+model and the apply flow are imported by the actions that use them: a dashboard that only
+watches never loads them (a megabyte of resident memory).
 """
 
 from __future__ import annotations
@@ -13,27 +15,28 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from vtop.core.config.settings import Settings
 from vtop.core.frame import Event, Frame
 from vtop.core.ingest.bundle import BundleContents, write_bundle
 from vtop.core.ingest.feeds import Feed
-from vtop.core.manage.apply import Applied, apply_and_verify, switch
 from vtop.core.manage.audit import audit
 from vtop.core.manage.flag_edits import apply_change, argv_diff
 from vtop.core.manage.process import ProcessError
-from vtop.core.manage.verdict import Measurement, comparison_lines, measure
 from vtop.core.managed_server import ManagedServer, state_dir
-from vtop.core.ops.rank import PrimaryPredictions, finding_predictions, target_figure
 from vtop.core.rules.engine import Finding, ProposedChange
 from vtop.core.session.diagnose import diagnosis
 from vtop.core.session.recent import expand
 from vtop.core.session.session import Session, TargetView, short_key
-from vtop.core.whatif.predict import FLAGS, ChangePrediction, predict_change
-from vtop.core.whatif.profile import ProfileError, StepProfiles
 from vtop.text.report import json_report, text_report
-from vtop.text.whatif import figures_summary, text_predictions
 from vtop.ui.explain import explain
+
+if TYPE_CHECKING:
+    from vtop.core.manage.apply import Applied
+    from vtop.core.manage.verdict import Measurement
+    from vtop.core.ops.rank import PrimaryPredictions
+    from vtop.core.whatif.predict import ChangePrediction
 
 MODEL_WINDOW_S = 120.0
 """The most history the scheduler model calibrates on in the dashboard."""
@@ -81,6 +84,8 @@ class DashboardActions:
 
     def explanation(self, session: Session, target: TargetView, finding: Finding) -> str:
         """The finding in full, with its changes ranked by the scheduler model."""
+        from vtop.text.whatif import text_predictions
+
         body = explain(finding, target.config)
         predictions = self.alternatives(session, target, finding)
         return body if predictions is None else f"{body}\n\n{text_predictions(predictions)}"
@@ -106,6 +111,10 @@ class DashboardActions:
         self, session: Session, target: TargetView, finding: Finding
     ) -> PrimaryPredictions | None:
         """The finding's changes ranked by the scheduler model (None: none it knows)."""
+        from vtop.core.ops.rank import PrimaryPredictions, finding_predictions, target_figure
+        from vtop.core.whatif.predict import FLAGS
+        from vtop.core.whatif.profile import ProfileError, StepProfiles
+
         now = session.now
         if now is None or not any(c.flag in FLAGS for c in finding.changes):
             return None
@@ -160,6 +169,8 @@ class DashboardActions:
         self, session: Callable[[], Session], target: TargetView | None, finding: Finding | None
     ) -> None:
         """`a`: confirm the argv diff, then the one apply flow on the server's own traffic."""
+        from vtop.core.manage.apply import apply_and_verify
+
         server = self.managed_server()
         changes = [c for c in finding.changes if c.argument() is not None] if finding else []
         if server is None:
@@ -205,6 +216,9 @@ class DashboardActions:
         self, session: Session, target: TargetView, change: ProposedChange
     ) -> ChangePrediction:
         """The scheduler model's prediction for the change, on the session's last window."""
+        from vtop.core.whatif.predict import ChangePrediction, predict_change
+        from vtop.core.whatif.profile import ProfileError, StepProfiles
+
         if session.now is None:
             return ChangePrediction(None, "no window to calibrate on")
         now = session.now
@@ -219,6 +233,8 @@ class DashboardActions:
 
     def measure_now(self, session: Session, target: str) -> Measurement:
         """The last window of the session."""
+        from vtop.core.manage.verdict import measure
+
         return measure(session.store, target, session.now or self.clock(), self.settings.window_s)
 
     async def drain(self, session: Callable[[], Session], target: str) -> None:
@@ -243,6 +259,8 @@ class DashboardActions:
 
     async def restart(self) -> None:
         """`r`: restart the managed server with the same flags (after confirmation)."""
+        from vtop.core.manage.apply import switch
+
         server = self.managed_server()
         if server is None:
             return
@@ -259,6 +277,8 @@ class DashboardActions:
 
 def prediction_text(predicted: ChangePrediction) -> str:
     """The model's figures (steady, then right after the restart), or why it gives none."""
+    from vtop.text.whatif import figures_summary
+
     if predicted.figures is None:
         return f"none ({predicted.reason})"
     said = figures_summary(predicted.figures)
@@ -270,6 +290,8 @@ def prediction_text(predicted: ChangePrediction) -> str:
 
 def result_lines(result: Applied) -> list[str]:
     """Before/after side by side, the model's prediction, and what vtop did."""
+    from vtop.core.manage.verdict import comparison_lines
+
     lines = [*result.diff, ""]
     if result.predicted is not None:
         lines += [f"predicted: {prediction_text(result.predicted)}", ""]

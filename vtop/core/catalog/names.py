@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from vtop.core.catalog.families import FAMILIES, MetricInfo
 from vtop.core.frame import Series
 
@@ -73,7 +75,7 @@ def sample_type(name: str) -> str:
     return "counter" if name.endswith("_total") else "gauge"
 
 
-def family_of(sample_name: str, types: dict[str, str]) -> tuple[str, str]:
+def family_of(sample_name: str, types: Mapping[str, str]) -> tuple[str, str]:
     """The family a sample belongs to and its declared type ('untyped' when undeclared)."""
     declared = types.get(sample_name)
     if declared is not None:

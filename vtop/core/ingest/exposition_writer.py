@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from vtop.core.catalog import sample_type
 from vtop.core.frame import Sample, Series, TargetScrape
@@ -37,7 +37,7 @@ def parsed_text(scrape: TargetScrape) -> TargetScrape:
     return dataclasses.replace(scrape, raw_text=render(scrape.samples, scrape.metric_types))
 
 
-def render(samples: Iterable[Sample], types: dict[str, str]) -> str:
+def render(samples: Iterable[Sample], types: Mapping[str, str]) -> str:
     """Text exposition of samples, one `# TYPE` line per family, families kept together."""
     families: dict[str, list[str]] = {}
     lines_of_name: dict[str, list[str]] = {}
@@ -52,7 +52,7 @@ def render(samples: Iterable[Sample], types: dict[str, str]) -> str:
     return "".join(line + "\n" for lines in families.values() for line in lines)
 
 
-def _family(name: str, types: dict[str, str]) -> tuple[str, str]:
+def _family(name: str, types: Mapping[str, str]) -> tuple[str, str]:
     """The family a sample name is written under, and the family's text type."""
     kind = types.get(name) or sample_type(name)
     kind = kind if kind in TEXT_TYPES else "untyped"

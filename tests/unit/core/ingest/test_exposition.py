@@ -217,6 +217,9 @@ def test_a_scrape_with_the_same_lines_is_read_through_the_layout() -> None:
     assert parser.layout_hits == 1
     assert canonical(again.samples) == canonical(ExpositionParser().parse(following).samples)
     assert [s.value for s in again.samples if s.series.name == "vllm:num_requests_waiting"] == [12]
+    third = parser.parse(following.replace(f"{head} 12.0", f"{head} 13.0"))
+    assert parser.layout_hits == 2
+    assert third.types is again.types and again.types == ExpositionParser().parse(text).types
 
 
 GOOD = fixture("underload").splitlines()

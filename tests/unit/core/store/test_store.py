@@ -247,6 +247,22 @@ def test_a_growing_ring_answers_as_one_made_at_its_capacity(steps: list[str]) ->
             assert grown.last_known(series) == made.last_known(series)
 
 
+def test_a_ring_reserves_at_most_a_quarter_ahead_and_stops_at_its_capacity() -> None:
+    """Slots reserved ahead cost 8 bytes per series each: 600 ticks hold about 600 slots,
+    not the next power of two."""
+    stores = [Store(capacity=3600), Store(capacity=700)]
+    for t in range(800):
+        for store in stores:
+            store.ingest(frame(float(t), GAUGE, {"vllm:num_requests_waiting": t}))
+            if t == 599:
+                assert 600 <= store.size <= 750
+    grown, capped = stores
+    assert 800 <= grown.size <= 1000 and capped.size == 700
+    [series] = capped.select("vllm:num_requests_waiting")
+    held = capped.points(series, 799.0, 1e9)
+    assert len(held) == 700 and held[0] == (100.0, 100.0) and held[-1] == (799.0, 799.0)
+
+
 def test_series_limit_drops_new_series_with_an_event() -> None:
     store = Store(max_series=2)
     events = store.ingest(frame_from_text(0.0, "vllm:a 1\nvllm:b 2\nvllm:c 3\n"))
