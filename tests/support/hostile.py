@@ -139,12 +139,14 @@ class _Server(socketserver.ThreadingTCPServer):
 
 @cache
 def certificate(directory: Path) -> tuple[Path, Path]:
-    """A self-signed certificate for 127.0.0.1 (openssl, made once per directory)."""
+    """A self-signed certificate for 127.0.0.1, its address in the subject alternative name as
+    a client verifying it requires (openssl, made once per directory)."""
     cert, key = directory / "cert.pem", directory / "key.pem"
     subprocess.run(
         [
             *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"),
-            *("-subj", "/CN=127.0.0.1", "-keyout", str(key), "-out", str(cert)),
+            *("-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"),
+            *("-keyout", str(key), "-out", str(cert)),
         ],
         check=True,
         capture_output=True,

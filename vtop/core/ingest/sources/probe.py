@@ -21,6 +21,7 @@ import httpx
 
 from vtop.core import redact
 from vtop.core.frame import ProbeResult
+from vtop.core.ingest.sources.tls import tls_context
 
 SHOWN_HEADERS = ("content-encoding", "x-accel-buffering", "transfer-encoding", "server", "via")
 MAX_PROBE_BYTES = 4 * 1024 * 1024
@@ -140,7 +141,7 @@ class ProbeSource:
         if options.api_key:
             headers["Authorization"] = f"Bearer {options.api_key}"
         self._client = httpx.AsyncClient(
-            timeout=options.timeout_s, verify=options.verify_tls, headers=headers
+            timeout=options.timeout_s, verify=tls_context(options.verify_tls), headers=headers
         )
         self._model = options.model
 

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import functools
 import os
-import ssl
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,6 +22,7 @@ from vtop.core.ingest.sources.bounded_http import (
 )
 from vtop.core.ingest.sources.fast_http import FastGet, FastTimeoutError, FastTooLargeError
 from vtop.core.ingest.sources.server_facts import ServerFacts, ask_server_facts
+from vtop.core.ingest.sources.tls import tls_context
 
 MAX_BODY_BYTES = 64 * 1024 * 1024
 ACCEPT = "text/plain;version=0.0.4;q=0.9,application/openmetrics-text;version=1.0.0;q=0.5"
@@ -210,13 +209,6 @@ def make_client(options: ScrapeOptions) -> httpx.AsyncClient:
         follow_redirects=True,
         limits=httpx.Limits(keepalive_expiry=KEEPALIVE_S),
     )
-
-
-@functools.cache
-def tls_context(verify: bool) -> ssl.SSLContext:
-    """One TLS context per policy for the whole process: making one reads the CA bundle (~50 ms
-    of CPU), which a hundred sources would otherwise each pay."""
-    return httpx.create_ssl_context(verify=verify)
 
 
 def describe_error(error: httpx.HTTPError) -> str:
