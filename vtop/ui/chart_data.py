@@ -7,8 +7,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from vtop.core.frame import EventKind
+from vtop.core.session.history import SummaryHistory
 from vtop.core.session.session import Mark
-from vtop.core.store.summary import TargetSummary
 
 CHART_MARKS = frozenset(
     {
@@ -97,18 +97,15 @@ CHARTS = (
 
 
 def line_points(
-    history: Iterable[tuple[float, TargetSummary]], line: LineSpec, now: float, span: float
+    history: SummaryHistory, line: LineSpec, now: float, span: float
 ) -> tuple[list[float], list[float]]:
     """(seconds relative to now, value) for the known values within the span; a value no chart
     can hold (NaN, infinite, negative: every charted figure is a count, a rate or a time) is left
     out, never plotted (the endpoint's data-quality report names it)."""
     xs: list[float] = []
     ys: list[float] = []
-    for timestamp, summary in history:
-        value = getattr(summary, line.field)
-        if value is None or not 0 <= value < math.inf:
-            continue
-        if now - span <= timestamp <= now:
+    for timestamp, value in history.points(line.field, now - span, now):
+        if 0 <= value < math.inf:
             xs.append(timestamp - now)
             ys.append(value * line.scale)
     return xs, ys

@@ -36,10 +36,12 @@ def draw_charts(screen: Screen[None], shown: Shown, history_s: float, force: boo
     A chart changes only when time has moved by one braille dot (span / dots across): between
     those moments only its title is updated.
     """
-    if shown.target is None:
+    history = shown.history
+    if shown.target is None or history is None:
         return
     now, target, stale = shown.now, shown.target.target, shown.stale_note
-    first = shown.history[0][0] if shown.history else now
+    first = shown.history.first_time if shown.history else None
+    first = now if first is None else first
     span = chart_span(now - first, history_s)
     marks = mark_offsets(shown.marks, target, now, span)
     visible = screen.query_one("#charts").region
@@ -49,7 +51,7 @@ def draw_charts(screen: Screen[None], shown: Shown, history_s: float, force: boo
             title = chart_title(spec.title, shown.summary, shown.config)
             chart.set_title(f"{title} [{stale}]" if stale else title)
             if force or chart.due(now, span, target):
-                lines = [line_points(shown.history, line, now, span) for line in spec.lines]
+                lines = [line_points(history, line, now, span) for line in spec.lines]
                 limit = shown.config.number(spec.limit) if spec.limit else None
                 chart.show(lines, span, (now, target), limit, marks)
     histogram = screen.query_one(TtftHistogram)

@@ -17,6 +17,7 @@ from vtop.core.frame import EventKind, GpuSnapshot
 from vtop.core.ingest.feed_status import FeedStatus, Mode
 from vtop.core.rules.engine import Finding, ProposedChange, Triage
 from vtop.core.session.fleet import label_values, last_restart, target_status
+from vtop.core.session.history import SummaryHistory
 from vtop.core.session.session import Mark, Session, TargetView, short_key
 from vtop.core.store.summary import TTFT, TargetSummary
 from vtop.text.probe import tokens_in_reads
@@ -46,8 +47,9 @@ class Shown:
     """Why the findings and charts on screen are not current (None when they are)."""
     action_parts: ActionParts | None = None
     """The action line in parts, so it can be fitted to the width (None: `action` as is)."""
-    history: tuple[tuple[float, TargetSummary], ...] = ()
-    """The target's headline figures over time (the charts' data)."""
+    history: SummaryHistory | None = None
+    """The target's headline figures over time (the charts' data): the session's own, read up
+    to `now` only, so a later tick's figures never show in this state."""
     config: ServerConfig = field(default_factory=ServerConfig)
     ttft_buckets: tuple[tuple[float, float], ...] = ()
     """The TTFT histogram's cumulative buckets filled during the window."""
@@ -64,11 +66,8 @@ class Shown:
     """Charts are redrawn whether or not they are due (a step, a seek, a scroll)."""
     front_door: str | None = None
     """The last canary through the front door beside the engine (None: not probed)."""
-
-    @property
-    def summary(self) -> TargetSummary | None:
-        """The newest headline figures."""
-        return self.history[-1][1] if self.history else None
+    summary: TargetSummary | None = None
+    """The newest headline figures."""
 
 
 @dataclass(frozen=True)
@@ -207,11 +206,12 @@ def build(
         no_finding(target),
         stale,
         parts,
-        tuple(target.history),
+        target.history,
         target.config,
         tuple(buckets.get((), ())),
         exited=target.target in session.exited,
         front_door=front_door_line(session, target.summary),
+        summary=target.summary,
         **common,  # type: ignore[arg-type]
     )
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
 
 from vtop.core.frame import EventKind
+from vtop.core.session.history import SummaryHistory
 from vtop.core.session.session import Mark
+from vtop.core.store.summary import unknown_summary
 from vtop.ui.chart_data import LineSpec, bucket_counts, line_points, mark_offsets
 from vtop.ui.format import duration, percent, seconds
 from vtop.ui.widgets.log_panel import ACCESS_LINE, compact
@@ -56,13 +59,11 @@ def test_bucket_counts_are_per_bucket_and_drop_an_empty_inf() -> None:
 
 
 def test_line_points_are_relative_to_now_and_skip_unknowns() -> None:
-    class Summary:
-        def __init__(self, running: float | None) -> None:
-            self.running = running
-
-    history = [(90.0, Summary(1.0)), (95.0, Summary(None)), (100.0, Summary(3.0))]
-    xs, ys = line_points(history, LineSpec("r", "running", 2.0), 100.0, 30.0)  # type: ignore[arg-type]
-    assert xs == [-10.0, 0.0] and ys == [2.0, 6.0]
+    history = SummaryHistory(10)
+    for at, running in [(60.0, 5.0), (90.0, 1.0), (95.0, None), (100.0, 3.0), (101.0, 4.0)]:
+        history.append(at, dataclasses.replace(unknown_summary("t"), running=running))
+    xs, ys = line_points(history, LineSpec("r", "running", 2.0), 100.0, 30.0)
+    assert xs == [-10.0, 0.0] and ys == [2.0, 6.0]  # none before the span, none after now
     marks = [
         Mark(95.0, EventKind.RESTART, "t", ""),
         Mark(96.0, EventKind.FINDING, "t", ""),

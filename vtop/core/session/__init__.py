@@ -4,8 +4,8 @@ output shares; the fleet view. Imports rules, ingest, config, the store and the 
 whatif, manage or above).
 
 Offers `Session` (session), `diagnosis`, `diagnose_frames`, `judged_window`, `window_frames`
-and `Diagnosis` (diagnose), the fleet rows (fleet), and the recent frames a bundle writes,
-held compressed (recent).
+and `Diagnosis` (diagnose), the fleet rows (fleet), each target's summaries over time as
+columns (history), and the recent frames a bundle writes, held compressed (recent).
 """
 
-__all__ = ["diagnose", "fleet", "recent", "session"]
+__all__ = ["diagnose", "fleet", "history", "recent", "session"]

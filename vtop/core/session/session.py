@@ -27,6 +27,7 @@ from vtop.core.ingest.quality import Defect, QualityChecker
 from vtop.core.rules.alerts import alert_triage, fleet_alert_triage
 from vtop.core.rules.engine import Engine, Finding, Triage
 from vtop.core.rules.rule import Rule
+from vtop.core.session.history import SummaryHistory
 from vtop.core.session.recent import RecentFrames
 from vtop.core.store.store import DEFAULT_CAPACITY, Store
 from vtop.core.store.summary import (
@@ -70,7 +71,7 @@ class TargetView:
     """What the session knows about one target."""
 
     target: str
-    history: deque[tuple[float, TargetSummary]]
+    history: SummaryHistory
     config: ServerConfig = field(default_factory=ServerConfig)
     """The effective config: what the server, its flags and log say, plus inferences."""
     base_config: ServerConfig = field(default_factory=ServerConfig)
@@ -96,7 +97,7 @@ class TargetView:
     @property
     def summary(self) -> TargetSummary | None:
         """The newest headline figures."""
-        return self.history[-1][1] if self.history else None
+        return self.history.latest
 
 
 class Session:
@@ -138,7 +139,7 @@ class Session:
         """Judge only in `judge_deferred`, once every frame is in: a one-shot triage judges the
         window as a whole, each point knowing what the whole window lets vtop infer."""
         self._points: list[_Point] = []
-        self.fleet = TargetView(FLEET_TARGET, deque(maxlen=1))
+        self.fleet = TargetView(FLEET_TARGET, SummaryHistory(1))
         """Findings of the fleet-scope rules (imbalance across servers) and the fleet's TTFT."""
         self._rotation = 0
 
@@ -170,7 +171,7 @@ class Session:
             else:
                 self._judge_fleet(frame.timestamp)
             latency = merged_latency(self.store, frame.timestamp, self.options.window_s)
-            self.fleet.history.append((frame.timestamp, latency))
+            self.fleet.history.append(frame.timestamp, latency)
         self._log_changed = False
 
     def judge_deferred(self) -> None:
@@ -234,7 +235,7 @@ class Session:
     def target(self, target: str) -> TargetView:
         """The view of a target, created on first sight."""
         if target not in self.targets:
-            self.targets[target] = TargetView(target, deque(maxlen=self.history_points))
+            self.targets[target] = TargetView(target, SummaryHistory(self.history_points))
         return self.targets[target]
 
     def _ingest_scrape(
@@ -273,7 +274,7 @@ class Session:
         else:
             summary = quick_summary(self.store, scrape.target, now, window, view.summary)
         self._mark_changes(view, summary, now)
-        view.history.append((now, summary))
+        view.history.append(now, summary)
         if not judged:
             return
         view.alternating = self.store.alternating(scrape.target, now, ALTERNATION_WINDOW_S)
@@ -340,12 +341,9 @@ class Session:
         """Add a mark unless the figure was already over its threshold within the quiet time."""
         field = "preemptions_per_s" if mark.kind is EventKind.PREEMPTIONS else "kv_usage"
         threshold = 0.0 if mark.kind is EventKind.PREEMPTIONS else KV_SATURATED
-        for timestamp, summary in reversed(view.history):
-            if mark.timestamp - timestamp > QUIET_BEFORE_MARK_S:
-                break
-            value = getattr(summary, field)
-            if value is not None and value > threshold:
-                return
+        recent = view.history.newest_first(field, mark.timestamp - QUIET_BEFORE_MARK_S)
+        if any(value > threshold for _, value in recent):
+            return
         self.marks.append(mark)
 
     def _mark_findings(self, view: TargetView, triage: Triage, now: float) -> None:
