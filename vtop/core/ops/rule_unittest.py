@@ -18,7 +18,7 @@ from vtop.core.rules.engine import Engine, Triage
 from vtop.core.rules.loader import load_rules
 from vtop.core.rules.promql.parser import parse_duration
 from vtop.core.rules.rule import Rule, RuleFileError
-from vtop.core.rules.rule_file import read_text_file, rule_files
+from vtop.core.rules.rule_file import NODE_LOADER, read_text_file, rule_files
 from vtop.core.store.presence import GAP
 from vtop.core.store.store import INSTANCE, Store
 
@@ -259,7 +259,7 @@ def run_test_file(path: Path, rules: list[Rule]) -> Outcome:
 
 def _case_lines(text: str) -> list[int]:
     """The line each test case starts on."""
-    root = yaml.compose(text)
+    root = yaml.compose(text, Loader=NODE_LOADER)
     if not isinstance(root, yaml.MappingNode):
         return []
     for key, value in root.value:

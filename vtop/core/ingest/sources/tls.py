@@ -14,9 +14,13 @@ import functools
 import os
 import socket
 import ssl
+import threading
 from typing import Any
 
 import httpx
+
+READING = threading.Lock()
+"""anyio starts TLS connections in worker threads: the first few may ask at once."""
 
 
 class VerifiesOnFirstUse(ssl.SSLContext):
@@ -24,6 +28,8 @@ class VerifiesOnFirstUse(ssl.SSLContext):
     when it first wraps a connection."""
 
     authorities_read = False
+    unreadable: str | None = None
+    """Why the authorities could not be read (every connection then fails, saying so)."""
 
     def wrap_bio(self, *args: Any, **kwargs: Any) -> ssl.SSLObject:
         """Read the authorities, then start the TLS connection."""
@@ -36,21 +42,31 @@ class VerifiesOnFirstUse(ssl.SSLContext):
         return super().wrap_socket(sock, *args, **kwargs)
 
     def _read_authorities(self) -> None:
-        """The bundle httpx would read: SSL_CERT_FILE, else SSL_CERT_DIR, else certifi's. Marked
-        read before reading, so a bundle that cannot be read fails this connection (as an error
-        the scrape reports) and verification of later ones, never succeeds without it."""
-        if self.authorities_read:
-            return
-        self.authorities_read = True
+        """The bundle httpx would read: SSL_CERT_FILE, else SSL_CERT_DIR, else certifi's. One
+        that cannot be read fails this connection and every later one as a TLS error naming it
+        (the scrape's "connection failed"), never a connection without verification."""
+        with READING:
+            if not self.authorities_read:
+                self.authorities_read = True
+                self.unreadable = self._load()
+        if self.unreadable is not None:
+            raise ssl.SSLError(ssl.SSL_ERROR_SSL, self.unreadable)
+
+    def _load(self) -> str | None:
+        """Load the bundle; None, or why it could not be read."""
         cafile, capath = os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR")
-        if cafile:
-            self.load_verify_locations(cafile=cafile)
-        elif capath:
-            self.load_verify_locations(capath=capath)
-        else:
+        if not cafile and not capath:
             import certifi
 
-            self.load_verify_locations(cafile=certifi.where())
+            cafile = certifi.where()
+        try:
+            if cafile:
+                self.load_verify_locations(cafile=cafile)
+            else:
+                self.load_verify_locations(capath=capath)
+        except (OSError, ValueError) as error:
+            return f"cannot read the certificate authorities in {cafile or capath}: {error}"
+        return None
 
 
 @functools.cache

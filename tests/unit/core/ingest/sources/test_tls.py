@@ -4,6 +4,7 @@ from where httpx would, and verifies as httpx's own context does. A real TLS ser
 
 from __future__ import annotations
 
+import asyncio
 import ssl
 from pathlib import Path
 
@@ -61,3 +62,34 @@ async def test_insecure_reads_no_authority_and_accepts_the_server(tmp_path: Path
     with hostile(gzipped, tls=tmp_path) as url:
         response = await get(context, url)
     assert response.status_code == 200 and authorities(context) == 0
+
+
+async def test_first_connections_at_once_all_wait_for_the_authorities(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """anyio wraps TLS connections in worker threads: none may start before the bundle is in."""
+    cert, _ = certificate(tmp_path)
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+    context = tls.VerifiesOnFirstUse(ssl.PROTOCOL_TLS_CLIENT)
+    with hostile(gzipped, tls=tmp_path) as url:
+        async with httpx.AsyncClient(verify=context, timeout=10) as client:
+            answers = await asyncio.gather(*(client.get(f"{url}/metrics") for _ in range(8)))
+    assert [a.status_code for a in answers] == [200] * 8
+
+
+async def test_an_unreadable_bundle_fails_every_scrape_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    missing = tmp_path / "no-such-ca.pem"
+    monkeypatch.setenv("SSL_CERT_FILE", str(missing))
+    tls.tls_context.cache_clear()
+    try:
+        with hostile(gzipped, tls=tmp_path) as url:
+            source = VllmHttpSource(url, ScrapeOptions(timeout_s=5))
+            scrapes = [await source.scrape(), await source.scrape()]
+            await source.close()
+    finally:
+        tls.tls_context.cache_clear()
+    for scrape in scrapes:
+        assert scrape.status is ScrapeStatus.UNREACHABLE
+        assert f"cannot read the certificate authorities in {missing}" in scrape.error
