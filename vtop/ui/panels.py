@@ -40,9 +40,8 @@ def draw_charts(screen: Screen[None], shown: Shown, history_s: float, force: boo
     if shown.target is None or history is None:
         return
     now, target, stale = shown.now, shown.target.target, shown.stale_note
-    first = shown.history.first_time if shown.history else None
-    first = now if first is None else first
-    span = chart_span(now - first, history_s)
+    first = history.first_time
+    span = chart_span(0.0 if first is None else now - first, history_s)
     marks = mark_offsets(shown.marks, target, now, span)
     visible = screen.query_one("#charts").region
     for chart in screen.query(TimeChart):

@@ -121,8 +121,8 @@ class RecentFrames:
         return change
 
     def _packed_text(self, scrape: TargetScrape) -> KeptText:
-        """A scrape's text as held: its values beside its layout when it was read through
-        one, else compressed."""
+        """A scrape's text as held: its values compressed beside its layout when it was read
+        through one, else the whole text compressed."""
         samples = scrape.samples
         if not isinstance(samples, SampleColumns) or samples.layout is None:
             return zlib.compress(_kept_text(scrape).encode(), LEVEL)
