@@ -58,12 +58,16 @@ class SummaryHistory:
     @property
     def first_time(self) -> float | None:
         """When the oldest figure held was taken (None: none yet)."""
-        start = max(0, len(self.times) - self.max_points)
-        return self.times[start] if self.times else None
+        return self.times[self._first_index(-math.inf)] if self.times else None
+
+    def _first_index(self, since: float) -> int:
+        """The index of the oldest point within the bound taken at `since` or later (the
+        columns' slack past the bound is never read)."""
+        return max(0, len(self.times) - self.max_points, bisect_left(self.times, since))
 
     def points(self, figure: str, since: float, until: float) -> Iterator[tuple[float, float]]:
         """(time, value) of a figure's known values with since <= time <= until, oldest first."""
-        start = max(len(self.times) - self.max_points, bisect_left(self.times, since))
+        start = self._first_index(since)
         stop = bisect_right(self.times, until)
         column = self.columns[figure]
         for index in range(start, stop):
@@ -73,7 +77,7 @@ class SummaryHistory:
 
     def newest_first(self, figure: str, since: float) -> Iterator[tuple[float, float]]:
         """(time, value) of a figure's known values taken at `since` or later, newest first."""
-        start = max(len(self.times) - self.max_points, bisect_left(self.times, since))
+        start = self._first_index(since)
         column = self.columns[figure]
         for index in range(len(self.times) - 1, start - 1, -1):
             value = column[index]
