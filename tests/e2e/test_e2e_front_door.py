@@ -150,7 +150,7 @@ async def test_a_path_slower_than_vllm_writes_is_found_and_quiet_without_the_lim
 
 
 PACED_TOKENS = 16
-"""Canary tokens through a 300-byte/s path (some decode to no text and are not counted): about
+"""Canary tokens through a 300-byte/s path (an event each, text or not): about
 fifteen seconds of chunks a second apart."""
 
 

@@ -265,11 +265,12 @@ class ProbeResult:
     """Why it failed: the status and body, a timeout, a connection failure, a cut stream."""
     first_byte_s: float | None = None
     first_token_s: float | None = None
+    """Seconds from sending to the read that brought the first token's event."""
     duration_s: float | None = None
     reads: tuple[tuple[float, int], ...] = ()
     """(seconds since sent, bytes) of every read of the body off the socket."""
     tokens: int = 0
-    """Events that carried generated text."""
+    """Events vLLM wrote for generated tokens (one per engine step, its text possibly empty)."""
     usage_tokens: int | None = None
     """completion_tokens of the usage chunk, None when none arrived."""
     usage_asked: bool = True

@@ -88,7 +88,7 @@ class _Reading:
             code = error.get("code")
             self.failure = (code if isinstance(code, int) else None, str(error.get("message")))
             return
-        if _has_text(event):
+        if _carries_a_token(event):
             self.tokens += 1
             if self.first_token_s is None:
                 self.first_token_s = at
@@ -97,15 +97,30 @@ class _Reading:
             self.usage_tokens = int(usage["completion_tokens"])
 
 
-def _has_text(event: dict[str, Any]) -> bool:
-    """True when a stream event carries generated text."""
+def _carries_a_token(event: dict[str, Any]) -> bool:
+    """True when a stream event is one vLLM wrote for generated tokens.
+
+    vLLM writes one event per engine step that produced tokens, with the text the detokenizer
+    could release, which is empty while a character's bytes are incomplete; those events count
+    (the path delivers them like any other). Chat's opening role event carries no token, and the
+    closing usage event has no choice."""
     for choice in event.get("choices") or []:
         if not isinstance(choice, dict):
             continue
-        delta = choice.get("delta") or {}
-        if choice.get("text") or (isinstance(delta, dict) and delta.get("content")):
+        if isinstance(choice.get("text"), str):
+            return True
+        delta = choice.get("delta")
+        if isinstance(delta, dict) and "role" not in delta and _has_output(delta):
             return True
     return False
+
+
+def _has_output(delta: dict[str, Any]) -> bool:
+    """A chat delta carrying what the model wrote: content, reasoning or a tool call."""
+    return any(
+        delta.get(key) is not None
+        for key in ("content", "reasoning", "reasoning_content", "tool_calls")
+    )
 
 
 def _decoder(encoding: str | None) -> Any:
