@@ -37,7 +37,7 @@ rules:
 """
 
 
-async def test_a_replay_seek_keeps_the_rule_budget_and_history_size() -> None:
+async def test_a_replay_seek_keeps_the_rule_budget_history_size_and_retention() -> None:
     settings = Settings(urls=URLS)
     app = VtopApp(settings, ReplayFeed(STORM, speed=0), load_rules(), fleet=True)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -46,6 +46,7 @@ async def test_a_replay_seek_keeps_the_rule_budget_and_history_size() -> None:
         await pilot.pause(0.1)
         assert app.session.rule_budget == RULE_BUDGET
         assert app.session.store.capacity == store_ticks_for(len(URLS))
+        assert app.session.store.retention_s == 600.0  # the shipped rules' widest [10m]
 
 
 async def test_a_prometheus_outage_reaches_the_banner_and_the_event_log() -> None:

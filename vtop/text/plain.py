@@ -14,7 +14,7 @@ from vtop.core.frame import Frame
 from vtop.core.ingest.feeds import Feed, sample
 from vtop.core.rules.engine import Triage
 from vtop.core.rules.rule import Rule
-from vtop.core.session.session import Session, short_key
+from vtop.core.session.session import Session, short_key, watching_retention_s
 from vtop.core.store.summary import format_summary, summarize
 
 
@@ -54,7 +54,7 @@ async def run_plain(
 ) -> int:
     """Lines for every frame until `ticks` frames (forever when None); exit code 0 when every
     target's last scrape succeeded, else 3."""
-    session = Session(rules, options)
+    session = Session(rules, options, store_retention_s=watching_retention_s(rules, options))
     try:
         async for frame in sample(feed, count=ticks):
             session.ingest(frame)

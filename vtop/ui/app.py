@@ -29,7 +29,13 @@ from vtop.core.ingest.feeds import Feed
 from vtop.core.ingest.sources.probe import ProbeOptions
 from vtop.core.managed_server import ManagedServer
 from vtop.core.rules.rule import Rule
-from vtop.core.session.session import RULE_BUDGET, Session, TargetView, store_ticks_for
+from vtop.core.session.session import (
+    RULE_BUDGET,
+    Session,
+    TargetView,
+    store_ticks_for,
+    watching_retention_s,
+)
 from vtop.ui import panels
 from vtop.ui.actions import DashboardActions, Ui
 from vtop.ui.keys import BINDINGS, REPLAY_ONLY, SERVER_ONLY, system_commands
@@ -118,6 +124,7 @@ class VtopApp(App[int]):
             rule_budget=budget,
             store_capacity=capacity,
             alerts=self.settings.prometheus_alerts,
+            store_retention_s=watching_retention_s(self.rules, self.options),
         )
 
     def _ui(self) -> Ui:

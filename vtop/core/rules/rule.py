@@ -7,8 +7,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import Literal, get_args
 
-from vtop.core.rules.promql.ast import Expr, selectors
+from vtop.core.rules.promql.ast import Expr, Selector, selectors
 from vtop.core.rules.promql.printer import for_prometheus, to_text
+from vtop.core.rules.promql.samples import LOOKBACK_S
 from vtop.core.rules.records import Record
 
 Phase = Literal["path", "queue", "memory", "compute", "latency", "config", "gpu", "streaming"]
@@ -78,13 +79,30 @@ class Rule:
     """The records the condition uses, directly or through others, in definition order."""
 
     @cached_property
-    def names_read(self) -> frozenset[str]:
-        """Every series name the rule's condition, evidence and fixes read (`vtop:` settings
-        and `nvml:` GPU series included)."""
+    def selectors_read(self) -> tuple[Selector, ...]:
+        """Every selector of the rule's condition, evidence and fixes."""
         exprs = [self.expr, *self.evidence.values()]
         for suggestion in self.suggestions:
             exprs += [e for e in (suggestion.current, suggestion.proposed, suggestion.when) if e]
-        return frozenset(selector.name for expr in exprs for selector in selectors(expr))
+        return tuple(selector for expr in exprs for selector in selectors(expr))
+
+    @cached_property
+    def names_read(self) -> frozenset[str]:
+        """Every series name the rule's condition, evidence and fixes read (`vtop:` settings
+        and `nvml:` GPU series included)."""
+        return frozenset(selector.name for selector in self.selectors_read)
+
+    @cached_property
+    def reach_s(self) -> float:
+        """How far before the evaluation time the rule reads samples: a range's width or an
+        instant selector's lookback, plus its offset (the history a store must keep)."""
+        return max(
+            (
+                (LOOKBACK_S if s.range_s is None else s.range_s) + s.offset_s
+                for s in self.selectors_read
+            ),
+            default=0.0,
+        )
 
     @cached_property
     def settings(self) -> frozenset[str]:

@@ -170,21 +170,29 @@ def diagnosis(session: Session, target: str) -> Diagnosis:
     """One target's triage as the session stands: what `vtop diagnose`, the dashboard's `d`
     and `b`, bundles and `vtop tune` all report, so the same frames read alike everywhere.
 
-    The window is the span the session has seen. When the target stopped answering, it is
-    judged on the evidence up to its last answer (a failed scrape leaves no value to judge, but
-    the evidence before it stands) and the diagnosis says so.
+    The window is the span the session has seen and its store still holds (a watching
+    session keeps what its rules read, not its whole uptime). When the target stopped
+    answering, it is judged on the evidence up to its last answer (a failed scrape leaves no
+    value to judge, but the evidence before it stands) and the diagnosis says so.
     """
     view = session.target(target)
     last_ok = session.store.target_last_ok(target)
     end = session.now if session.now is not None else 0.0
     stopped = view.failures_since_ok > 0 and last_ok is not None
     now = last_ok if stopped and last_ok is not None else end
-    window = now - (session.first_timestamp if session.first_timestamp is not None else now)
+    held_since = session.store.held_since()
+    seen = [t for t in (session.first_timestamp, held_since) if t is not None]
+    window = max(0.0, now - max(seen, default=now))
     events = [m for m in session.marks if m.target == target]
     found = Diagnosis(target, now, window, view.triage, view.config, None, events=events)
     found.data_quality = list({(d.kind, d.line): d for _, d in reversed(view.defects)}.values())
     found.data_quality.reverse()
     reason = _no_diagnosis_reason(session.store, target, now, window)
+    if stopped and held_since is not None and now < held_since:
+        reason = (
+            f"its last answer came {end - now:.0f} s ago, before the {end - held_since:.0f} s "
+            "of history vtop holds"
+        )
     if reason is not None:
         found.triage = None
         found.reason = reason if last_ok is not None else _never_answered(view.last_scrape)

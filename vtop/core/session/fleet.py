@@ -48,11 +48,10 @@ def label_values(session: Session, target: str, key: str) -> list[str]:
     """Distinct values of a label on the running-requests series of the target's last good
     scrape (so a server that went down keeps its model name)."""
     store = session.store
-    last_ok = store.target_last_ok(target)
     found = {
         series.label(key)
         for series in store.select("vllm:num_requests_running", {"instance": target})
-        if (seen := store.last_known(series)) is not None and seen[0] == last_ok
+        if store.in_last_answer(series, target)
     }
     return sorted(value for value in found if value is not None)
 

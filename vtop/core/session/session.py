@@ -12,6 +12,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from vtop.core.config.effective_config import DiagnoseOptions, server_config
+from vtop.core.config.inference import WINDOW_S as INFERENCE_WINDOW_S
 from vtop.core.config.inference import Inferences
 from vtop.core.config.server_config import ServerConfig
 from vtop.core.frame import (
@@ -26,6 +27,7 @@ from vtop.core.ingest.excerpt import STARTUP_LINE
 from vtop.core.ingest.quality import Defect, QualityChecker
 from vtop.core.rules.alerts import alert_triage, fleet_alert_triage
 from vtop.core.rules.engine import Engine, Finding, Triage
+from vtop.core.rules.promql.samples import LOOKBACK_S
 from vtop.core.rules.rule import Rule
 from vtop.core.session.history import SummaryHistory
 from vtop.core.session.recent import RecentFrames
@@ -111,8 +113,9 @@ class Session:
         store_capacity: int = DEFAULT_CAPACITY,
         alerts: bool = False,
         deferred: bool = False,
+        store_retention_s: float | None = None,
     ) -> None:
-        self.store = Store(store_capacity)
+        self.store = Store(store_capacity, retention_s=store_retention_s)
         self.alerts = alerts
         """Findings are the alerts Prometheus fires for the exported rules (alert_triage), not
         the rules evaluated here (the raw series are not read)."""
@@ -382,6 +385,13 @@ def alternation_text(processes: int) -> str:
         "in turn: a load balancer in front of replicas); its counters jump both ways, so no "
         "diagnosis is made from it: scrape each replica's own URL"
     )
+
+
+def watching_retention_s(rules: list[Rule], options: DiagnoseOptions) -> float:
+    """The seconds of ticks a watching session's store keeps: what its rules reach back (the
+    widest range, an instant selector's lookback), the summary window and the inference
+    window. A one-shot triage keeps its whole window instead: its diagnosis reads all of it."""
+    return max(LOOKBACK_S, options.window_s, INFERENCE_WINDOW_S, *(r.reach_s for r in rules))
 
 
 def store_ticks_for(servers: int) -> int:

@@ -47,10 +47,10 @@ class IngestingRings(Rings):
         if self.tick >= 0 and frame.timestamp <= self.time_of(self.tick):
             raise ValueError(f"frame at {frame.timestamp} is not after the previous tick")
         self.tick += 1
-        self._room_for(self.tick)
+        self._room_for(self.tick, frame.timestamp)
         self._times[self.tick % self.size] = frame.timestamp
         self._tick_lookups.clear()
-        self._oldest = max(0, self.tick - self.capacity + 1)
+        self._oldest = max(self._oldest, self.tick - self.size + 1)
         events: list[Event] = []
         scrapes = frame.scrapes if frame.gpu is None else (*frame.scrapes, gpu_scrape(frame.gpu))
         if frame.probes or self.probes.last:
@@ -64,7 +64,7 @@ class IngestingRings(Rings):
     def _ingest_scrape(self, scrape: TargetScrape, timestamp: float) -> list[Event]:
         """Write one target's samples at the current tick."""
         state = self._targets.setdefault(scrape.target, _TargetRecord(known={}))
-        state.last_ok_tick = self.tick
+        state.last_ok_tick, state.last_ok_time = self.tick, timestamp
         if self._ingest_columns(state, scrape):
             self.columns_written += 1
             return []
@@ -249,7 +249,7 @@ class IngestingRings(Rings):
 
     def _fill_gap(self, track: _Track) -> None:
         """Mark ticks between the series' last value and now as absent."""
-        start = max(track.last_tick + 1, self.tick - self.capacity + 1)
+        start = max(track.last_tick + 1, self._oldest)
         for tick in range(start, self.tick):
             track.values[tick % self.size] = NAN
 

@@ -245,6 +245,9 @@ class _TargetRecord:
 
     known: dict[int, _Known]
     last_ok_tick: int = -1
+    last_ok_time: float | None = None
+    """Kept beside the tick: a server down for longer than the rings hold still has a last
+    answer."""
     process_start: float | None = None
     columns: _Columns | None = None
     starts: list[float] = field(default_factory=list)
@@ -269,14 +272,19 @@ class Rings:
         stale_after_s: float = DEFAULT_STALE_AFTER_S,
         column_writes: bool = True,
         first_size: int = FIRST_SIZE,
+        retention_s: float | None = None,
     ) -> None:
         self.capacity = capacity
         """The most ticks held: the bound."""
+        self.retention_s = retention_s
+        """The seconds of ticks every reader needs (the widest window a rule or a view reads):
+        once the tick after the oldest is that old, a new tick overwrites the oldest instead of
+        growing the rings. None: the rings grow to the capacity."""
         self.first_size = max(1, min(first_size, capacity))
         self.size = self.first_size
         """The ticks every ring has room for now: the ring index is `tick % size`. It grows
-        (up to the capacity) before a tick would overwrite one still in the bound, which only
-        ever happens before the first wrap, so growing moves no value."""
+        (up to the capacity) before a tick would overwrite one still needed: in place before
+        the first wrap, laid out afresh after one (when ticks came closer together)."""
         self.column_writes = column_writes
         """False: every sample takes the one-by-one path (the reference columns are tested on)."""
         self.max_series = max_series
@@ -305,25 +313,38 @@ class Rings:
         """The oldest tick still in the ring."""
         return self._oldest
 
+    def held_since(self) -> float | None:
+        """The time of the oldest tick held (None before the first)."""
+        return None if self.tick < 0 else self.time_of(self._oldest)
+
     def time_of(self, tick: int) -> float:
         """Timestamp of a tick in the ring."""
         return self._times[tick % self.size]
 
-    def _room_for(self, tick: int) -> None:
-        """Grow every ring (by a quarter, up to the capacity) so that `tick` overwrites nothing
-        the bound keeps: until the size is the capacity, ticks 0..tick-1 are all held, at
-        their own index, so the new slots go at the end. A quarter, not double: the slots
-        reserved ahead cost 8 bytes per series each (1.3 MB at 600 ticks of a vLLM payload),
-        and a growth copies each ring once, a few dozen times in an hour."""
+    def _room_for(self, tick: int, timestamp: float) -> None:
+        """Grow every ring (by a quarter, up to the capacity) unless `tick` can overwrite the
+        oldest tick: the rings are at their capacity, or the tick after the oldest is already
+        as old as the retention (it is then the base of the widest window). A quarter, not
+        double: the slots reserved ahead cost 8 bytes per series each (1.3 MB at 600 ticks of
+        a vLLM payload), and a growth copies each ring once, a few dozen times in an hour."""
         if tick < self.size or self.size == self.capacity:
             return
-        grown = self.size
-        while grown <= tick and grown < self.capacity:
-            grown = min(grown + max(self.first_size, grown // GROWTH_DIVISOR), self.capacity)
-        more = array("d", [NAN]) * (grown - self.size)
-        self._times.extend(more)
-        for track in self._tracks.values():
-            track.values.extend(more)
+        next_oldest = tick - self.size + 1
+        retention = self.retention_s
+        if retention is not None and self.time_of(next_oldest) <= timestamp - retention:
+            return
+        grown = min(self.size + max(self.first_size, self.size // GROWTH_DIVISOR), self.capacity)
+        if tick == self.size:
+            # ticks 0..tick-1 are held at their own index: the new slots go at the end
+            more = array("d", [NAN]) * (grown - self.size)
+            self._times.extend(more)
+            for track in self._tracks.values():
+                track.values.extend(more)
+        else:
+            oldest = tick - self.size
+            self._times = _relaid(self._times, oldest, self.size, grown)
+            for track in self._tracks.values():
+                track.values = _relaid(track.values, oldest, self.size, grown)
         self.size = grown
 
     def tick_at_or_before(self, when: float) -> int | None:
@@ -442,18 +463,34 @@ class Rings:
         return None if math.isnan(stored) else stored
 
     def last_known(self, series: Series) -> tuple[float, float] | None:
-        """(time, value) of the newest value ever seen, however old."""
+        """(time, value) of the newest value the rings still hold."""
         track = self._tracks.get(series)
         if track is None or track.last_tick < self.oldest_tick:
             return None
         return self.time_of(track.last_tick), track.values[track.last_tick % self.size]
 
+    def in_last_answer(self, series: Series, target: str) -> bool:
+        """Whether the series was in the target's last successful scrape (however long ago)."""
+        track, state = self._tracks.get(series), self._targets.get(target)
+        return track is not None and state is not None and track.last_tick == state.last_ok_tick
+
     def target_last_ok(self, target: str) -> float | None:
-        """Time of the target's last successful scrape."""
+        """Time of the target's last successful scrape (however long ago)."""
         state = self._targets.get(target)
-        if state is None or state.last_ok_tick < self.oldest_tick:
-            return None
-        return self.time_of(state.last_ok_tick)
+        return None if state is None else state.last_ok_time
+
+
+def _relaid(ring: array[float], oldest: int, size: int, grown: int) -> array[float]:
+    """A full ring of `size` slots, whose oldest tick is `oldest`, laid out in `grown` slots
+    (every tick at `tick % grown`)."""
+    start = oldest % size
+    in_order = ring[start:] + ring[:start]
+    laid = array("d", [NAN]) * grown
+    at = oldest % grown
+    head = min(size, grown - at)
+    laid[at : at + head] = in_order[:head]
+    laid[: size - head] = in_order[head:]
+    return laid
 
 
 def _no_reset(resets: list[int], first: int, last: int) -> bool:

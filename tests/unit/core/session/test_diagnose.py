@@ -21,10 +21,11 @@ from vtop.core.rules.loader import load_rules
 from vtop.core.session.diagnose import (
     DiagnoseOptions,
     diagnose_frames,
+    diagnosis,
     judged_window,
     needed_window,
 )
-from vtop.core.session.session import Session
+from vtop.core.session.session import Session, watching_retention_s
 from vtop.core.store.store import Store
 from vtop.text.report import change_json, json_report, text_report
 
@@ -288,3 +289,37 @@ def test_a_rule_holding_for_less_than_its_for_is_pending_not_ok() -> None:
     later = diagnose_frames(TARGET, storm_frames()[:8], rules, options)
     assert later.triage is not None and later.triage.primary is not None
     assert later.triage.primary.rule.id == "M1" and not later.triage.pending
+
+
+def watching(frames: list[Frame]) -> Session:
+    """A session as the dashboard keeps one: its store holds what its rules read."""
+    rules, options = load_rules(), DiagnoseOptions(read_gpus=False)
+    session = Session(rules, options, store_retention_s=watching_retention_s(rules, options))
+    for shot in frames:
+        session.ingest(shot)
+    return session
+
+
+def busy(t: float) -> Frame:
+    types = {"vllm:num_requests_running": "gauge", "vllm:generation_tokens_total": "counter"}
+    return numbers_frame(
+        t, types, {"vllm:num_requests_running": 1, "vllm:generation_tokens_total": 20 * t}
+    )
+
+
+def test_a_watching_session_judges_the_window_its_store_holds_not_its_uptime() -> None:
+    session = watching([busy(float(t)) for t in range(0, 1500, 2)])
+    assert session.store.retention_s == 600.0
+    found = diagnosis(session, TARGET)
+    held_since = session.store.held_since()
+    assert held_since is not None and 0 < held_since <= 1498 - 600, held_since
+    assert found.window_s == 1498 - held_since and found.summary is not None
+    assert found.summary.generation_tokens_per_s == pytest.approx(20.0)
+
+
+def test_a_server_down_for_longer_than_the_history_held_says_so() -> None:
+    frames = [busy(float(t)) for t in range(0, 60, 2)]
+    session = watching([*frames, *(down_frame(float(t)) for t in range(60, 1000, 2))])
+    found = diagnosis(session, TARGET)
+    assert found.triage is None and found.reason is not None
+    assert "its last answer came 940 s ago" in found.reason, found.reason

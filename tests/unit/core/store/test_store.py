@@ -491,3 +491,74 @@ def test_series_the_parser_skipped_are_the_series_limit_s_event() -> None:
     assert [e.kind for e in events if e.kind is EventKind.SERIES_LIMIT], events
     assert store.dropped_series >= 100
     assert store.select("vllm:num_requests_waiting")  # vLLM's series all kept
+
+
+SPACINGS = st.lists(
+    st.tuples(
+        st.sampled_from([0.25, 1.0, 1.0, 3.0, 40.0]), st.sampled_from(["tick", "gap", "new"])
+    ),
+    min_size=1,
+    max_size=400,
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(SPACINGS)
+def test_a_ring_kept_for_a_retention_answers_every_window_in_it_as_a_full_one(
+    steps: list[tuple[float, str]],
+) -> None:
+    """Ticks come closer or further apart (the interval changed, the dashboard paused): a ring
+    that keeps 30 s answers every window up to 30 s as a ring that keeps every tick, and what
+    it dropped was older than its retention."""
+    kept, every = Store(capacity=4000, first_size=4, retention_s=30.0), Store(capacity=4000)
+    names = ["vllm:num_requests_waiting"]
+    now, counted = 0.0, 0.0
+    for step, (spacing, kind) in enumerate(steps):
+        now += spacing
+        if kind == "new":
+            names.append(f"vllm:num_requests_running_{step}")
+        counted += step
+        values = {name: float(step * (i + 1)) for i, name in enumerate(names)}
+        values['vllm:num_preemptions_total{engine="0"}'] = counted
+        if kind == "gap":
+            values.pop(names[0])
+        shot = frame(now, {**GAUGE, **COUNTER}, values)
+        kept.ingest(shot)
+        every.ingest(shot)
+    for name in [*names, "vllm:num_preemptions_total"]:
+        for series in every.select(name):
+            for window in (1.0, 10.0, 30.0):
+                assert kept.points(series, now, window) == every.points(series, now, window)
+                assert kept.increase(series, now, window) == every.increase(series, now, window)
+                assert kept.rate(series, now, window) == every.rate(series, now, window)
+    held_since = kept.held_since()
+    assert kept.oldest_tick == 0 or (held_since is not None and held_since <= now - 30.0)
+
+
+def test_a_watching_store_holds_what_its_readers_reach_not_its_capacity() -> None:
+    """At one tick a second for an hour, a retention of ten minutes holds about ten minutes
+    (a quarter more at most); ticks four times closer grow it to hold the same ten minutes."""
+    store = Store(capacity=3600, retention_s=600.0)
+    for t in range(3600):
+        store.ingest(frame(float(t), GAUGE, {"vllm:num_requests_waiting": t}))
+    assert 601 <= store.size <= 760, store.size
+    [series] = store.select("vllm:num_requests_waiting")
+    assert store.points(series, 3599.0, 600.0)[0] == (3000.0, 3000.0)
+    for quarter in range(1, 4 * 600 + 1):
+        store.ingest(frame(3599.0 + quarter / 4, GAUGE, {"vllm:num_requests_waiting": 1.0}))
+    now = 3599.0 + 600.0
+    assert 2401 <= store.size <= 3600, store.size
+    held = store.points(series, now, 600.0)
+    assert len(held) == 2400 and held[0][0] == now - 599.75
+
+
+def test_a_server_down_for_longer_than_the_rings_hold_keeps_its_last_answer() -> None:
+    store = Store(capacity=3600, retention_s=60.0)
+    store.ingest(frame(0.0, GAUGE, {"vllm:num_requests_waiting": 3}))
+    for t in range(1, 200):
+        store.ingest(down_frame(float(t)))
+    held_since = store.held_since()
+    assert held_since is not None and held_since > 0.0
+    assert store.target_last_ok(TARGET) == 0.0
+    [series] = store.select("vllm:num_requests_waiting")
+    assert store.in_last_answer(series, TARGET) and store.last_known(series) is None
