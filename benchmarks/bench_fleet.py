@@ -33,7 +33,12 @@ from vtop.core.ingest.sources.vllm_http import ScrapeOptions, VllmHttpSource
 from vtop.core.rules.loader import load_rules
 from vtop.core.session.diagnose import DiagnoseOptions
 from vtop.core.session.fleet import fleet_rows
-from vtop.core.session.session import RULE_BUDGET, Session, store_ticks_for
+from vtop.core.session.session import (
+    RULE_BUDGET,
+    Session,
+    store_ticks_for,
+    watching_retention_s,
+)
 
 WARM_TICKS = 5
 
@@ -60,9 +65,13 @@ def endpoints(count: int) -> Iterator[list[str]]:
 async def tick_costs(urls: list[str], ticks: int) -> tuple[list[float], list[float]]:
     """Wall and CPU seconds of each 1-s tick, after a warm-up."""
     feed = LiveFeed([VllmHttpSource(url, ScrapeOptions()) for url in urls], None, 1.0)
-    capacity = store_ticks_for(len(urls))
+    rules, options = load_rules(), DiagnoseOptions()
     session = Session(
-        load_rules(), DiagnoseOptions(), rule_budget=RULE_BUDGET, store_capacity=capacity
+        rules,
+        options,
+        rule_budget=RULE_BUDGET,
+        store_capacity=store_ticks_for(len(urls)),
+        store_retention_s=watching_retention_s(rules, options),
     )
     walls, cpus = [], []
     try:
