@@ -129,8 +129,8 @@ class DashboardActions:
 
     def model_window(self, session: Session, now: float) -> float:
         """The model calibrates on the session's history, up to two minutes of it."""
-        store = session.store
-        seen = now - store.time_of(store.oldest_tick) if store.tick >= 0 else 0.0
+        held_since = session.store.held_since()
+        seen = now - held_since if held_since is not None else 0.0
         return max(min(seen, MODEL_WINDOW_S), self.settings.window_s)
 
     def bundle(self, session: Session, target: TargetView | None) -> None:

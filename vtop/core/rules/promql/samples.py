@@ -43,9 +43,8 @@ def instant(
 
 def range_start(store: Store, start: float) -> float:
     """The range's start, or the store's first tick when the range reaches further back."""
-    if store.tick < 0:
-        return start
-    return max(start, store.time_of(store.oldest_tick))
+    held_since = store.held_since()
+    return start if held_since is None else max(start, held_since)
 
 
 class RangeSamples(NamedTuple):
