@@ -7,8 +7,10 @@ import asyncio
 import time
 from contextlib import ExitStack
 from http.server import BaseHTTPRequestHandler
+from typing import Any
 
-from textual.widgets import DataTable
+import pytest
+from textual.widgets import DataTable, Static
 
 from tests.support.app import header, on_screen, screen_text, wait_for
 from tests.support.frames import frame_from_texts
@@ -152,3 +154,44 @@ def test_fleet_figures_merge_histograms_by_bucket() -> None:
     # servers' medians (0.05 s and 7.5 s), which is what averaging quantiles would give.
     assert merged.ttft_p50_s is not None and merged.ttft_p50_s <= 0.1
     assert merged.ttft_p99_s is not None and 5.0 < merged.ttft_p99_s <= 10.0
+
+
+async def test_the_fleet_line_lays_the_screen_out_only_when_its_height_changes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Its figures change every tick; it asks for a layout of the screen (the table under it
+    moving) only when it wraps anew."""
+    with ExitStack() as stack:
+        storm = stack.enter_context(serving_handler(storm_handler(time.time())))
+        idle = stack.enter_context(serving(Canned(IDLE)))
+        app = fleet_app([storm, idle])
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_for(pilot, lambda: len(table_rows(app)) == 2)
+            screen = app.screen
+            assert isinstance(screen, FleetScreen)
+            line = screen.query_one("#fleet-summary", Static)
+            layouts: list[str] = []
+            refresh = line.refresh
+
+            def counted(*regions: Any, **options: Any) -> Any:
+                if options.get("layout"):
+                    layouts.append(str(line.render()))
+                return refresh(*regions, **options)
+
+            monkeypatch.setattr(line, "refresh", counted)
+            lines = set()
+            for _ in range(8):
+                await pilot.pause(0.3)
+                lines.add(str(line.render()))
+            assert len(lines) >= 3, lines  # the figures moved
+            assert layouts == []
+            await pilot.press("p")  # no tick rewrites the line while it is checked
+            await pilot.pause(0.5)
+            table = screen.query_one(DataTable)
+            top, height = table.region.y, line.region.height
+            rows = fleet_rows(app.session, time.time())
+            longer = screen._summary + " and a cause long enough to wrap onto a third row"
+            screen.show(longer, rows, {})
+            await pilot.pause(0.2)
+            assert layouts and line.region.height == height + 1
+            assert table.region.y == top + 1 and "onto a third row" in screen_text(app)

@@ -159,13 +159,24 @@ class FleetScreen(Screen[None]):
             return
         if summary != self._summary:
             self._summary = summary
-            self.query_one("#fleet-summary", Static).update(summary)
+            self._show_summary(summary)
         lines = table_lines(rows, engines)
         if [key for key, _ in lines] == [key for key, _ in self._lines]:
             self._update_cells(lines)
         else:
             self._rebuild(lines)
         self._lines = lines
+
+    def _show_summary(self, summary: str) -> None:
+        """The fleet line. The screen is laid out again only when the line's height changes:
+        its figures change every tick, and a layout of the whole screen each time was a tenth
+        of the fleet dashboard's CPU at 100 servers."""
+        line = self.query_one("#fleet-summary", Static)
+        line.update(summary, layout=False)
+        width, height = line.content_region.width, line.content_region.height
+        line.clear_cached_dimensions()
+        if not width or line.get_content_height(self.size, self.size, width) != height:
+            line.refresh(layout=True)
 
     def _update_cells(self, lines: list[tuple[str, list[str | Text]]]) -> None:
         """Same rows in the same order: change only the cells that differ (cheap per tick)."""
