@@ -170,6 +170,9 @@ async def test_the_fleet_line_lays_the_screen_out_only_when_its_height_changes(
             screen = app.screen
             assert isinstance(screen, FleetScreen)
             line = screen.query_one("#fleet-summary", Static)
+            # past the first ticks, where the line first takes its two rows
+            await wait_for(pilot, lambda: "gen - tok/s" not in str(line.render()))
+            await pilot.pause(0.5)
             layouts: list[str] = []
             refresh = line.refresh
 
