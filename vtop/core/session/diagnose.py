@@ -188,11 +188,6 @@ def diagnosis(session: Session, target: str) -> Diagnosis:
     found.data_quality = list({(d.kind, d.line): d for _, d in reversed(view.defects)}.values())
     found.data_quality.reverse()
     reason = _no_diagnosis_reason(session.store, target, now, window)
-    if stopped and held_since is not None and now < held_since:
-        reason = (
-            f"its last answer came {end - now:.0f} s ago, before the {end - held_since:.0f} s "
-            "of history vtop holds"
-        )
     if reason is not None:
         found.triage = None
         found.reason = reason if last_ok is not None else _never_answered(view.last_scrape)
@@ -311,9 +306,17 @@ def _has_inputs(rule: Rule, store: Store, target: str) -> bool:
 
 
 def _no_diagnosis_reason(store: Store, target: str, now: float, window: float) -> str | None:
-    """Why there can be no diagnosis: never answered, alternating processes, or no traffic."""
-    if store.target_last_ok(target) is None:
+    """Why there can be no diagnosis: never answered, an answer older than the history held,
+    alternating processes, or no traffic."""
+    last_ok, held_since = store.target_last_ok(target), store.held_since()
+    if last_ok is None:
         return "never answered"
+    if held_since is not None and last_ok < held_since:
+        newest = store.time_of(store.tick)
+        return (
+            f"its last answer came {newest - last_ok:.0f} s ago, before the "
+            f"{newest - held_since:.0f} s of history vtop holds"
+        )
     processes = store.alternating(target, now, window + 1)
     if processes:
         return alternation_text(processes)
