@@ -10,6 +10,7 @@ VTOP=/path/to/vtop measures an installed vtop instead of this checkout's).
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import shutil
 import subprocess
@@ -68,11 +69,15 @@ def usage(pid: int) -> Usage:
     return Usage(cpu, rss / 1024)
 
 
+_TMUX_SERVERS = itertools.count()
+
+
 class Tmux:
     """A private tmux server (its own socket), one 80x24 session per tool."""
 
     def __init__(self) -> None:
-        self.socket = f"vtop-bench-{os.getpid()}"
+        # one socket per instance: a server just killed may still hold its socket's name
+        self.socket = f"vtop-bench-{os.getpid()}-{next(_TMUX_SERVERS)}"
 
     def run(self, *args: str) -> str:
         """A tmux command on the private server."""

@@ -8,8 +8,11 @@ Part 3 runs vtop's dashboard alone: on a small machine the three tools and the e
 for the same cores, which makes each one's CPU time per tick larger.
 The endpoints live in another process (benchmarks.endpoint_farm), loopback only.
 
-Run: python -m benchmarks.bench_fleet [--sizes 10,50,100] [--seconds 30]
-(needs tmux; vllm-htop and vllmstat on PATH or VLLM_HTOP=/path, VLLMSTAT=/path).
+Run: python -m benchmarks.bench_fleet [--sizes 10,50,100] [--seconds 30] [--parts 1,2,3]
+[--repeat N] (needs tmux; vllm-htop and vllmstat on PATH or VLLM_HTOP=/path, VLLMSTAT=/path).
+Side by side on a small machine the ratio moves from run to run (the tools and the endpoints
+contend for the same cores); `--repeat N` runs part 2 N times at each size and prints the
+median and the range of vtop's ratio to each tool.
 """
 
 from __future__ import annotations
@@ -136,7 +139,7 @@ async def tools_cpu(urls: list[str], seconds: float, alone: bool = False) -> dic
     return {name: (after[name] - before[name]) / seconds for name in after if alive[name]}
 
 
-def print_tools(count: int, shares: dict[str, float]) -> None:
+def print_tools(count: int, shares: dict[str, float], flush: bool = False) -> None:
     """One line per size: each tool's % of a core and vtop's ratio to it."""
     cells = [f"{name} {share * 100:5.1f}%" for name, share in shares.items()]
     vtop = shares.get("vtop", 0.0)
@@ -146,31 +149,58 @@ def print_tools(count: int, shares: dict[str, float]) -> None:
         if name != "vtop" and share
     ]
     print(
-        f"{count:4d} endpoints: " + "; ".join(filter(None, [", ".join(cells), ", ".join(ratios)]))
+        f"{count:4d} endpoints: " + "; ".join(filter(None, [", ".join(cells), ", ".join(ratios)])),
+        flush=flush,
     )
+
+
+def print_spread(count: int, runs: list[dict[str, float]]) -> None:
+    """The median and the range of vtop's ratio to each tool over repeated side-by-side runs."""
+    tools = [name for name in runs[0] if name != "vtop"]
+    cells = []
+    for name in tools:
+        ratios = sorted(run["vtop"] / run[name] for run in runs if run.get(name) and "vtop" in run)
+        if ratios:
+            cells.append(
+                f"vtop/{name} median {statistics.median(ratios):.2f}x "
+                f"({ratios[0]:.2f}x to {ratios[-1]:.2f}x)"
+            )
+    print(f"{count:4d} endpoints, {len(runs)} runs: " + "; ".join(cells))
 
 
 def main() -> None:
-    """Both parts at each size."""
+    """The parts asked for at each size."""
     parser = argparse.ArgumentParser(prog="bench_fleet")
     parser.add_argument("--sizes", default="10,50,100")
     parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--parts", default="1,2,3", help="which parts to run (default: 1,2,3)")
+    parser.add_argument("--repeat", type=int, default=1, help="part 2's runs at each size")
     args = parser.parse_args()
     sizes = [int(size) for size in args.sizes.split(",")]
-    print("part 1: vtop's tick (poll + ingest + rules in budget + fleet rows), this process")
-    for count in sizes:
-        with endpoints(count) as urls:
-            print_ticks(count, *asyncio.run(tick_costs(urls, int(args.seconds))))
-    print(
-        f"part 2: the dashboards side by side, {args.seconds:.0f} s at 1 s after {STARTUP_S:.0f} s"
-    )
-    for count in sizes:
-        with endpoints(count) as urls:
-            print_tools(count, asyncio.run(tools_cpu(urls, args.seconds)))
-    print("part 3: vtop's dashboard alone (only the endpoints besides it)")
-    for count in sizes:
-        with endpoints(count) as urls:
-            print_tools(count, asyncio.run(tools_cpu(urls, args.seconds, alone=True)))
+    parts = {int(part) for part in args.parts.split(",")}
+    if 1 in parts:
+        print("part 1: vtop's tick (poll + ingest + rules in budget + fleet rows), this process")
+        for count in sizes:
+            with endpoints(count) as urls:
+                print_ticks(count, *asyncio.run(tick_costs(urls, int(args.seconds))))
+    if 2 in parts:
+        print(
+            f"part 2: the dashboards side by side, {args.seconds:.0f} s at 1 s "
+            f"after {STARTUP_S:.0f} s"
+        )
+        for count in sizes:
+            runs = []
+            with endpoints(count) as urls:
+                for _ in range(max(1, args.repeat)):
+                    runs.append(asyncio.run(tools_cpu(urls, args.seconds)))
+                    print_tools(count, runs[-1], flush=True)
+            if len(runs) > 1:
+                print_spread(count, runs)
+    if 3 in parts:
+        print("part 3: vtop's dashboard alone (only the endpoints besides it)")
+        for count in sizes:
+            with endpoints(count) as urls:
+                print_tools(count, asyncio.run(tools_cpu(urls, args.seconds, alone=True)))
 
 
 if __name__ == "__main__":
