@@ -9,7 +9,10 @@ for the same cores, which makes each one's CPU time per tick larger.
 The endpoints live in another process (benchmarks.endpoint_farm), loopback only.
 
 Run: python -m benchmarks.bench_fleet [--sizes 10,50,100] [--seconds 30] [--parts 1,2,3]
-[--repeat N] (needs tmux; vllm-htop and vllmstat on PATH or VLLM_HTOP=/path, VLLMSTAT=/path).
+[--repeat N] [--warm-up S] (needs tmux; vllm-htop and vllmstat on PATH or VLLM_HTOP=/path,
+VLLMSTAT=/path). Parts 2 and 3 count CPU after a warm-up of 10 s by default, while vtop's rings
+are still short; at 100 servers they are full after 400 s, so `--warm-up 420` measures the
+steady state (each tool's RSS at the end is printed beside its share).
 Side by side on a small machine the ratio moves from run to run (the tools and the endpoints
 contend for the same cores); `--repeat N` runs part 2 N times at each size and prints the
 median and the range of vtop's ratio to each tool.
@@ -28,6 +31,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.bench_dashboard_cpu import STARTUP_S, Tmux, usage, vllmstat_command
@@ -120,8 +124,19 @@ def tool_commands(urls: list[str], config: Path) -> dict[str, list[str]]:
     }
 
 
-async def tools_cpu(urls: list[str], seconds: float, alone: bool = False) -> dict[str, float]:
-    """Each tool's share of one core over `seconds`, all running at once (or vtop `alone`)."""
+@dataclass(frozen=True)
+class ToolShare:
+    """A tool's share of one core over the measurement, and its RSS at the end of it."""
+
+    share: float
+    rss_mib: float
+
+
+async def tools_cpu(
+    urls: list[str], seconds: float, alone: bool = False, warm_up_s: float = STARTUP_S
+) -> dict[str, ToolShare]:
+    """Each tool's share of one core over `seconds` after `warm_up_s`, all running at once (or
+    vtop `alone`)."""
     tmux = Tmux()
     with tempfile.TemporaryDirectory() as scratch:
         commands = tool_commands(urls, Path(scratch))
@@ -129,24 +144,28 @@ async def tools_cpu(urls: list[str], seconds: float, alone: bool = False) -> dic
             commands = {"vtop": commands["vtop"]}
         try:
             pids = {name: tmux.start(name, command) for name, command in commands.items()}
-            await asyncio.sleep(STARTUP_S)
-            before = {name: usage(pid).cpu_s for name, pid in pids.items()}
+            await asyncio.sleep(warm_up_s)
+            before = {name: usage(pid) for name, pid in pids.items()}
             await asyncio.sleep(seconds)
-            after = {name: usage(pid).cpu_s for name, pid in pids.items()}
+            after = {name: usage(pid) for name, pid in pids.items()}
             alive = {name: bool(tmux.screen(name).strip()) for name in commands}
         finally:
             tmux.stop()
-    return {name: (after[name] - before[name]) / seconds for name in after if alive[name]}
+    return {
+        name: ToolShare((after[name].cpu_s - before[name].cpu_s) / seconds, after[name].rss_mib)
+        for name in after
+        if alive[name]
+    }
 
 
-def print_tools(count: int, shares: dict[str, float], flush: bool = False) -> None:
-    """One line per size: each tool's % of a core and vtop's ratio to it."""
-    cells = [f"{name} {share * 100:5.1f}%" for name, share in shares.items()]
-    vtop = shares.get("vtop", 0.0)
+def print_tools(count: int, tools: dict[str, ToolShare], flush: bool = False) -> None:
+    """One line per size: each tool's % of a core (and RSS) and vtop's ratio to it."""
+    cells = [f"{name} {t.share * 100:5.1f}% {t.rss_mib:4.0f} MiB" for name, t in tools.items()]
+    vtop = tools["vtop"].share if "vtop" in tools else 0.0
     ratios = [
-        f"vtop/{name} {vtop / share:.2f}x"
-        for name, share in shares.items()
-        if name != "vtop" and share
+        f"vtop/{name} {vtop / t.share:.2f}x"
+        for name, t in tools.items()
+        if name != "vtop" and t.share
     ]
     print(
         f"{count:4d} endpoints: " + "; ".join(filter(None, [", ".join(cells), ", ".join(ratios)])),
@@ -154,12 +173,16 @@ def print_tools(count: int, shares: dict[str, float], flush: bool = False) -> No
     )
 
 
-def print_spread(count: int, runs: list[dict[str, float]]) -> None:
+def print_spread(count: int, runs: list[dict[str, ToolShare]]) -> None:
     """The median and the range of vtop's ratio to each tool over repeated side-by-side runs."""
     tools = [name for name in runs[0] if name != "vtop"]
     cells = []
     for name in tools:
-        ratios = sorted(run["vtop"] / run[name] for run in runs if run.get(name) and "vtop" in run)
+        ratios = sorted(
+            run["vtop"].share / run[name].share
+            for run in runs
+            if name in run and run[name].share and "vtop" in run
+        )
         if ratios:
             cells.append(
                 f"vtop/{name} median {statistics.median(ratios):.2f}x "
@@ -175,6 +198,13 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--parts", default="1,2,3", help="which parts to run (default: 1,2,3)")
     parser.add_argument("--repeat", type=int, default=1, help="part 2's runs at each size")
+    parser.add_argument(
+        "--warm-up",
+        type=float,
+        default=STARTUP_S,
+        help="seconds each dashboard runs before its CPU is counted, parts 2 and 3 (default: "
+        f"{STARTUP_S:.0f}; the rings of 100 servers fill in 400 s: 420 measures them full)",
+    )
     args = parser.parse_args()
     sizes = [int(size) for size in args.sizes.split(",")]
     parts = {int(part) for part in args.parts.split(",")}
@@ -186,13 +216,13 @@ def main() -> None:
     if 2 in parts:
         print(
             f"part 2: the dashboards side by side, {args.seconds:.0f} s at 1 s "
-            f"after {STARTUP_S:.0f} s"
+            f"after {args.warm_up:.0f} s"
         )
         for count in sizes:
             runs = []
             with endpoints(count) as urls:
                 for _ in range(max(1, args.repeat)):
-                    runs.append(asyncio.run(tools_cpu(urls, args.seconds)))
+                    runs.append(asyncio.run(tools_cpu(urls, args.seconds, False, args.warm_up)))
                     print_tools(count, runs[-1], flush=True)
             if len(runs) > 1:
                 print_spread(count, runs)
@@ -200,7 +230,8 @@ def main() -> None:
         print("part 3: vtop's dashboard alone (only the endpoints besides it)")
         for count in sizes:
             with endpoints(count) as urls:
-                print_tools(count, asyncio.run(tools_cpu(urls, args.seconds, alone=True)))
+                alone = tools_cpu(urls, args.seconds, alone=True, warm_up_s=args.warm_up)
+                print_tools(count, asyncio.run(alone))
 
 
 if __name__ == "__main__":
