@@ -209,29 +209,40 @@ def main() -> None:
     sizes = [int(size) for size in args.sizes.split(",")]
     parts = {int(part) for part in args.parts.split(",")}
     if 1 in parts:
-        print("part 1: vtop's tick (poll + ingest + rules in budget + fleet rows), this process")
-        for count in sizes:
-            with endpoints(count) as urls:
-                print_ticks(count, *asyncio.run(tick_costs(urls, int(args.seconds))))
+        ticks_part(sizes, args.seconds)
     if 2 in parts:
-        print(
-            f"part 2: the dashboards side by side, {args.seconds:.0f} s at 1 s "
-            f"after {args.warm_up:.0f} s"
-        )
-        for count in sizes:
-            runs = []
-            with endpoints(count) as urls:
-                for _ in range(max(1, args.repeat)):
-                    runs.append(asyncio.run(tools_cpu(urls, args.seconds, False, args.warm_up)))
-                    print_tools(count, runs[-1], flush=True)
-            if len(runs) > 1:
-                print_spread(count, runs)
+        side_by_side_part(sizes, args.seconds, args.warm_up, max(1, args.repeat))
     if 3 in parts:
-        print("part 3: vtop's dashboard alone (only the endpoints besides it)")
-        for count in sizes:
-            with endpoints(count) as urls:
-                alone = tools_cpu(urls, args.seconds, alone=True, warm_up_s=args.warm_up)
-                print_tools(count, asyncio.run(alone))
+        alone_part(sizes, args.seconds, args.warm_up)
+
+
+def ticks_part(sizes: list[int], seconds: float) -> None:
+    """Part 1: vtop's tick in this process at each size."""
+    print("part 1: vtop's tick (poll + ingest + rules in budget + fleet rows), this process")
+    for count in sizes:
+        with endpoints(count) as urls:
+            print_ticks(count, *asyncio.run(tick_costs(urls, int(seconds))))
+
+
+def side_by_side_part(sizes: list[int], seconds: float, warm_up_s: float, repeat: int) -> None:
+    """Part 2: the three dashboards side by side, `repeat` times at each size."""
+    print(f"part 2: the dashboards side by side, {seconds:.0f} s at 1 s after {warm_up_s:.0f} s")
+    for count in sizes:
+        runs: list[dict[str, ToolShare]] = []
+        with endpoints(count) as urls:
+            for _ in range(repeat):
+                runs.append(asyncio.run(tools_cpu(urls, seconds, warm_up_s=warm_up_s)))
+                print_tools(count, runs[-1], flush=True)
+        if len(runs) > 1:
+            print_spread(count, runs)
+
+
+def alone_part(sizes: list[int], seconds: float, warm_up_s: float) -> None:
+    """Part 3: vtop's dashboard alone at each size."""
+    print("part 3: vtop's dashboard alone (only the endpoints besides it)")
+    for count in sizes:
+        with endpoints(count) as urls:
+            print_tools(count, asyncio.run(tools_cpu(urls, seconds, True, warm_up_s)))
 
 
 if __name__ == "__main__":
