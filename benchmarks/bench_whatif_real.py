@@ -196,7 +196,9 @@ def step_cell(model: Calibration) -> str:
     cost, step = model.fit.step.cost, model.fit.step
     return (
         f"{cost.fixed_s * 1000:.2f} ms + {cost.per_sequence_s * 1000:.2f} ms/request + "
-        f"{cost.per_token_s * 1e6:.0f} us/token ({', '.join(step.terms) or 'constant'})"
+        f"{cost.per_token_s * 1e6:.0f} us/token + "
+        f"{cost.per_context_token_s * 1e6:.2f} us/token of context "
+        f"({', '.join(step.terms) or 'constant'})"
     )
 
 

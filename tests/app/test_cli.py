@@ -105,6 +105,25 @@ def test_whatif_predicts_the_demo_fix_and_refuses_what_it_cannot_model(tmp_path:
     assert wrong.code != 0 and "Traceback" not in wrong.err
 
 
+def test_whatif_on_the_demo_storm_predicts_the_first_minute_after_the_fix(tmp_path: Path) -> None:
+    """The storm window of the demo (20-80 s) predicts the TTFT of the window after the fix
+    (from 100 s), as measured there, within 25%: the first seconds after a restart, not the
+    steady state a longer window would reach."""
+    env = {"VTOP_STATE_DIR": str(tmp_path)}  # a fresh profile: the storm window alone
+    demo = str(DEMO)
+    storm = vtop(
+        "whatif", demo, "--from", "20", "--to", "80", "--set", "max-num-seqs=1", "--json", env=env
+    )
+    after = vtop("whatif", str(DEMO), "--from", "100", "--json", env=env)
+    assert storm.code == 0 and after.code == 0, storm.err + after.err
+    predicted = json.loads(storm.out)
+    measured = json.loads(after.out)["measured"]["ttft_p50_s"]
+    assert measured > 10, measured  # the after window has a queue
+    first = predicted["after_restart"]["ttft_p50_s"]
+    assert first == pytest.approx(measured, rel=0.25), (first, measured)
+    assert predicted["predicted"]["ttft_p50_s"] > 1.5 * measured  # the steady state is later
+
+
 def test_whatif_keeps_the_step_profile_privately_and_a_damaged_one_is_an_error(
     tmp_path: Path,
 ) -> None:

@@ -72,8 +72,13 @@ def _step(prediction: Prediction) -> str:
         parts.append(f"{cost.per_sequence_s * 1000:.2f} ms/request")
     if cost.per_token_s:
         parts.append(f"{cost.per_token_s * 1e6:.1f} us/token")
+    if cost.per_context_token_s:
+        parts.append(f"{cost.per_context_token_s * 1e6:.2f} us/token of context")
     if not step.terms:
-        how = "a constant: the slices do not vary enough to tell a cost per request or token"
+        how = (
+            "a constant: the slices do not vary enough to tell a cost per request, "
+            "token or token of context"
+        )
     else:
         how = "fitted " + " and ".join(step.terms)
     if step.earlier_points:
@@ -165,6 +170,7 @@ def json_whatif(prediction: Prediction) -> dict[str, Any]:
             "step_fixed_s": fit.step.cost.fixed_s,
             "step_per_token_s": fit.step.cost.per_token_s,
             "step_per_request_s": fit.step.cost.per_sequence_s,
+            "step_per_context_token_s": fit.step.cost.per_context_token_s,
             "step_fitted": list(fit.step.terms),
             "step_fit_error": fit.step.error,
             "step_earlier_slices": fit.step.earlier_points,

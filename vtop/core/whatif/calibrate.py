@@ -167,15 +167,22 @@ def refusal(store: Store, target: str, now: float, window_s: float) -> str | Non
 
 
 def step_points(
-    store: Store, target: str, now: float, window_s: float, engines: int
+    store: Store,
+    target: str,
+    now: float,
+    window_s: float,
+    engines: int,
+    kv_tokens: float | None = None,
 ) -> tuple[list[StepPoint], list[StepPoint]]:
     """The window's 5 s slices with the engine busy, and those of them with requests waiting.
     An engine with a queue steps back to back, so its step time is 1 / its steps per second;
     a lightly loaded one idles between steps, so there the inter-token latency (the steps a
-    running request sees) is the step time. Per engine."""
+    running request sees) is the step time. Per engine; each slice's context is the KV cache's
+    mean usage times `kv_tokens`, one engine's KV capacity (unknown without it)."""
     busy, saturated = [], []
     for index in range(max(1, int(window_s // SLICE_S))):
-        figures = measure(store, target, now - index * SLICE_S, SLICE_S)
+        end = now - index * SLICE_S
+        figures = measure(store, target, end, SLICE_S)
         requests = figures.scheduled / max(engines, 1)
         if figures.steps_per_s <= 0 or figures.tokens_per_step <= 0 or requests < 0.5:
             continue
@@ -183,7 +190,8 @@ def step_points(
         seconds = engines / figures.steps_per_s
         if not queued and figures.inter_token_s > 0:
             seconds = min(seconds, figures.inter_token_s)
-        point = StepPoint(requests, figures.tokens_per_step, seconds)
+        context = _context(store, target, end, kv_tokens)
+        point = StepPoint(requests, figures.tokens_per_step, seconds, context)
         busy.append(point)
         if queued:
             saturated.append(point)
@@ -192,6 +200,22 @@ def step_points(
             "no engine steps in the window (no traffic, or no iteration metrics)"
         )
     return busy, saturated
+
+
+def _context(store: Store, target: str, end: float, kv_tokens: float | None) -> float | None:
+    """The tokens of context one engine held over the slice ending at `end`: the KV cache's
+    mean usage (over engines and the slice's scrapes) times one engine's capacity."""
+    if not kv_tokens:
+        return None
+    expr = f"avg(avg_over_time(vllm:kv_cache_usage_perc[{SLICE_S:.0f}s]))"
+    usage = _value(store, target, end, expr)
+    return None if usage is None else max(usage, 0.0) * kv_tokens
+
+
+def kv_tokens_per_engine(config: ServerConfig, engines: int) -> float | None:
+    """One engine's KV capacity in tokens, None when unknown."""
+    capacity = config.number("kv_capacity_tokens")
+    return None if capacity is None else capacity / max(engines, 1)
 
 
 def engine_config(

@@ -17,6 +17,7 @@ from vtop.core.whatif.calibrate import (
     engine_config,
     figures,
     inferred_settings,
+    kv_tokens_per_engine,
     measure,
     measured_figures,
     misses,
@@ -171,7 +172,8 @@ def calibrate(
         raise CannotModelError(reason)
     engines = _engines(store, target, server)
     measured = measure(store, target, now, window_s)
-    busy, saturated = step_points(store, target, now, window_s, engines)
+    kv_tokens = kv_tokens_per_engine(server, engines)
+    busy, saturated = step_points(store, target, now, window_s, engines, kv_tokens)
     key = profile_key(store, target, server)
     earlier = [] if profiles is None else profiles.earlier(key, now, window_s)
     cap_known = server.number("max_num_seqs") is not None
@@ -202,7 +204,9 @@ def remember_steps(
     """Keep a window's saturated step times without calibrating on it (the window after an
     applied change shows the model the step time of the new batch)."""
     try:
-        _, saturated = step_points(store, target, now, window_s, _engines(store, target, server))
+        engines = _engines(store, target, server)
+        kv_tokens = kv_tokens_per_engine(server, engines)
+        _, saturated = step_points(store, target, now, window_s, engines, kv_tokens)
     except CannotModelError:
         return
     profiles.add(profile_key(store, target, server), now, window_s, saturated)

@@ -34,8 +34,14 @@ class Window:
     def plain(self) -> dict[str, object]:
         return {
             "time": self.time,
-            "points": [[p.requests, p.tokens, p.seconds] for p in self.points],
+            "points": [_plain_point(p) for p in self.points],
         }
+
+
+def _plain_point(point: StepPoint) -> list[float]:
+    """[requests, tokens, seconds], and the context where the slice said it."""
+    plain = [point.requests, point.tokens, point.seconds]
+    return plain if point.context is None else [*plain, point.context]
 
 
 class ProfileError(ValueError):
@@ -142,9 +148,13 @@ def _is_window(window: object) -> bool:
     if not isinstance(window, dict) or not isinstance(window.get("time"), int | float):
         return False
     points = window.get("points")
-    return isinstance(points, list) and all(
-        isinstance(p, list)
-        and len(p) == 3
-        and all(isinstance(v, int | float) and 0 < v < 1e9 for v in p)
-        for p in points
-    )
+    return isinstance(points, list) and all(_is_point(p) for p in points)
+
+
+def _is_point(point: object) -> bool:
+    """Three positive figures, and optionally the context (0 or more)."""
+    if not isinstance(point, list) or len(point) not in (3, 4):
+        return False
+    if not all(isinstance(v, int | float) and 0 <= v < 1e9 for v in point):
+        return False
+    return all(v > 0 for v in point[:3])

@@ -8,8 +8,9 @@ last running request (recompute: it goes back to the front of the queue and its 
 itself last. Only when nothing was preempted are waiting requests admitted, while fewer than
 `max-num-seqs` run and budget is left, each only if the blocks for its whole sequence fit in the
 free pool beyond the watermark (vLLM's `scheduler_reserve_full_isl`). The KV pool counts whole
-blocks of `block-size` tokens. A step takes `StepCost.seconds(tokens, requests)`. Time is
-simulated, never read from a clock."""
+blocks of `block-size` tokens. A step takes `StepCost.seconds(tokens, requests, context)`,
+the context being the tokens of the KV blocks in use (what vLLM's `kv_cache_usage_perc` counts).
+Time is simulated, never read from a clock."""
 
 from __future__ import annotations
 
@@ -33,15 +34,22 @@ class EngineConfig:
 
 @dataclass(frozen=True)
 class StepCost:
-    """The time of one engine step: a fixed part, a part per scheduled token and a part per
-    scheduled request (sampling, output processing and attention are per request)."""
+    """The time of one engine step: a fixed part, a part per scheduled token, a part per
+    scheduled request (sampling, output processing) and a part per token of context the
+    engine holds in its KV cache (attention reads every running request's whole context)."""
 
     fixed_s: float
     per_token_s: float
     per_sequence_s: float = 0.0
+    per_context_token_s: float = 0.0
 
-    def seconds(self, tokens: int, requests: int = 0) -> float:
-        return self.fixed_s + self.per_token_s * tokens + self.per_sequence_s * requests
+    def seconds(self, tokens: int, requests: int = 0, context: int = 0) -> float:
+        return (
+            self.fixed_s
+            + self.per_token_s * tokens
+            + self.per_sequence_s * requests
+            + self.per_context_token_s * context
+        )
 
 
 @dataclass(frozen=True)
@@ -207,8 +215,9 @@ def simulate(
                 next_arrival += rng.expovariate(workload.arrivals_per_s)
         scheduled, preempted = engine.schedule()
         tokens = sum(n for _, n in scheduled)
+        context = (config.num_blocks - engine.free) * config.block_size
         step = (
-            cost.seconds(tokens, len(scheduled))
+            cost.seconds(tokens, len(scheduled), context)
             if scheduled
             else _idle(workload, next_arrival, now)
         )

@@ -1,6 +1,7 @@
 """The time of an engine step, fitted to what the server's counters show: slices of a window
 (and saturated slices of earlier windows of the same model on the same host), each a mean
-number of requests per step, tokens per step and seconds per step."""
+number of requests per step, tokens per step, tokens of context held in the KV cache and
+seconds per step."""
 
 from __future__ import annotations
 
@@ -16,25 +17,31 @@ of it..."""
 IDENTIFIED = 0.8
 """...and the richer line must cut the simpler one's error by a fifth."""
 COLLINEAR = 0.9
-"""Requests and tokens per step correlated beyond this cannot be told apart."""
+"""Two figures (requests, tokens or context per step) correlated beyond this cannot be told
+apart."""
 WINDOW_FIT = 0.1
 """Earlier windows are used only if the fit through them and the window still fits the window
 within this (or twice the window's own fit)..."""
 AGREE = 0.15
 """...and each of them within this."""
-TERMS = ("per request", "per token")
+PARTS = 3
+"""Requests, tokens and tokens of context per step."""
+TERMS = ("per request", "per token", "per token of context")
 
 
 @dataclass(frozen=True)
 class StepPoint:
-    """One slice: mean requests per step, tokens per step and seconds per step."""
+    """One slice: mean requests per step, tokens per step and seconds per step, and the mean
+    tokens of context the engine held in its KV cache (None where the slice does not say: a
+    window kept before vtop read it, or a server without a KV usage gauge)."""
 
     requests: float
     tokens: float
     seconds: float
+    context: float | None = None
 
-    def regressors(self) -> tuple[float, float]:
-        return self.requests, self.tokens
+    def regressors(self) -> tuple[float, float, float | None]:
+        return self.requests, self.tokens, self.context
 
 
 @dataclass(frozen=True)
@@ -55,22 +62,23 @@ def fit_step_cost(
     window: Sequence[StepPoint], earlier: Sequence[Sequence[StepPoint]] = ()
 ) -> StepFit:
     """The cost that fits the window, with those earlier windows that agree with it: a
-    constant unless the points identify a cost per request or per token that fits clearly
-    better. A cost per token read off slices of one mix would charge a 400-token prefill like
-    400 decodes, so a part is only fitted where its figure varies. While the joint line misses
-    an earlier window by over AGREE, or the window itself by over WINDOW_FIT, the earlier window
-    it misses most is left out (another load on another day: streamed or not, other neighbours
-    on the host)."""
+    constant unless the points identify a cost per request, per token or per token of context
+    that fits clearly better. A cost per token read off slices of one mix would charge a
+    400-token prefill like 400 decodes, so a part is only fitted where its figure varies. While
+    the joint line misses an earlier window by over AGREE, or the window itself by over
+    WINDOW_FIT, the earlier window it misses most is left out (another load on another day:
+    streamed or not, other neighbours on the host)."""
     if not window:
         raise ValueError("no slices to fit")
-    alone = _best(list(window))
+    slices = [[p] for p in window]
+    alone = _best(slices)
     tolerance = max(WINDOW_FIT, 2 * _error(alone, window))
     kept = [list(w) for w in earlier if w]
     while kept:
-        used = [*window, *(p for w in kept for p in w)]
-        joint = _best(used)
+        joint = _best([*slices, *kept])
         errors = [_error(joint, w) for w in kept]
         if joint[1] and _error(joint, window) <= tolerance and max(errors) <= AGREE:
+            used = [*window, *(p for w in kept for p in w)]
             return _result(joint, window, sum(len(w) for w in kept), used)
         kept.pop(errors.index(max(errors)))
     return _result(alone, window, 0, window)
@@ -87,93 +95,164 @@ def _result(
     return StepFit(cost, _error(chosen, window), terms, earlier, largest)
 
 
-def _best(points: list[StepPoint]) -> tuple[StepCost, tuple[str, ...]]:
-    """The simplest cost the points support: each richer line must be identified, a cost
-    (no negative part) and cut the error by a fifth."""
-    best: tuple[StepCost, tuple[str, ...]] = (_constant(points), ())
-    singles = [f for f in (_line(points, (0,)), _line(points, (1,))) if f is not None]
-    for candidate in sorted(singles, key=lambda f: _error(f, points))[:1]:
-        if _error(candidate, points) < IDENTIFIED * _error(best, points):
-            best = candidate
-    both = _line(points, (0, 1)) if best[1] else None
-    if both is not None and _error(both, points) < IDENTIFIED * _error(best, points):
-        best = both
+def _best(groups: list[list[StepPoint]]) -> tuple[StepCost, tuple[str, ...]]:
+    """The simplest cost the groups (an earlier window, or one slice of this one) support, a
+    part at a time: each part added must be identified, keep every part a cost (none negative),
+    cut the error by a fifth, and stay identified without any one group. With as many groups as
+    unknowns a line passes through them all, whatever the step really costs: a part only one
+    window pins down is that window's noise as much as a cost."""
+    points = [p for g in groups for p in g]
+    total = _Sums.of(points)
+    parts_of = [_Sums.of(g) for g in groups]
+    best: tuple[StepCost, tuple[str, ...]] = (_constant(total), ())
+    chosen: tuple[int, ...] = ()
+    while len(chosen) < PARTS:
+        richer = [
+            (f, parts)
+            for part in range(PARTS)
+            if part not in chosen
+            and (f := _line(total, parts := tuple(sorted((*chosen, part))))) is not None
+        ]
+        if not richer:
+            break
+        candidate, parts = min(richer, key=lambda c: _error(c[0], points))
+        if _error(candidate, points) >= IDENTIFIED * _error(best, points):
+            break
+        if any(_line(total - held, parts) is None for held in parts_of):
+            break
+        best, chosen = candidate, parts
     return best
 
 
 def _error(chosen: tuple[StepCost, tuple[str, ...]], points: Sequence[StepPoint]) -> float:
     """Mean relative error of a step cost over the points."""
     cost = chosen[0]
-    return sum(
-        abs(
-            cost.fixed_s
-            + cost.per_sequence_s * p.requests
-            + cost.per_token_s * p.tokens
-            - p.seconds
+    return sum(abs(_seconds(cost, p) - p.seconds) / p.seconds for p in points) / len(points)
+
+
+def _seconds(cost: StepCost, point: StepPoint) -> float:
+    """The step time the cost gives for a slice's means (a context it does not know is 0)."""
+    return (
+        cost.fixed_s
+        + cost.per_sequence_s * point.requests
+        + cost.per_token_s * point.tokens
+        + cost.per_context_token_s * (point.context or 0.0)
+    )
+
+
+@dataclass(frozen=True)
+class _Sums:
+    """What a line's fit and its checks need of a set of slices, as sums (so a group is taken
+    out of a fit by subtraction, not by fitting again over every slice): over the row
+    (1, requests, tokens, context) of each slice, plain sums and products for the spread and
+    correlation of each figure, the same weighted by 1 / seconds^2 with the products by the
+    step time for least squares in relative error, the sum of 1 / seconds for the constant, and
+    how many slices do not know each figure."""
+
+    count: int
+    plain: tuple[float, ...]
+    products: tuple[tuple[float, ...], ...]
+    weighted: tuple[tuple[float, ...], ...]
+    targets: tuple[float, ...]
+    inverse_seconds: float
+    unknown: tuple[int, ...]
+
+    @classmethod
+    def of(cls, points: Sequence[StepPoint]) -> _Sums:
+        rows = [(1.0, p.requests, p.tokens, p.context or 0.0) for p in points]
+        weights = [1.0 / p.seconds**2 for p in points]
+        size = range(PARTS + 1)
+        return cls(
+            len(points),
+            tuple(sum(r[i] for r in rows) for i in size),
+            tuple(tuple(sum(r[i] * r[j] for r in rows) for j in size) for i in size),
+            tuple(
+                tuple(
+                    sum(w * r[i] * r[j] for r, w in zip(rows, weights, strict=True)) for j in size
+                )
+                for i in size
+            ),
+            tuple(
+                sum(w * r[i] * p.seconds for r, w, p in zip(rows, weights, points, strict=True))
+                for i in size
+            ),
+            sum(1.0 / p.seconds for p in points),
+            tuple(sum(1 for p in points if p.regressors()[i] is None) for i in range(PARTS)),
         )
-        / p.seconds
-        for p in points
-    ) / len(points)
+
+    def __sub__(self, other: _Sums) -> _Sums:
+        def minus(a: tuple[float, ...], b: tuple[float, ...]) -> tuple[float, ...]:
+            return tuple(x - y for x, y in zip(a, b, strict=True))
+
+        return _Sums(
+            self.count - other.count,
+            minus(self.plain, other.plain),
+            tuple(minus(a, b) for a, b in zip(self.products, other.products, strict=True)),
+            tuple(minus(a, b) for a, b in zip(self.weighted, other.weighted, strict=True)),
+            minus(self.targets, other.targets),
+            self.inverse_seconds - other.inverse_seconds,
+            tuple(a - b for a, b in zip(self.unknown, other.unknown, strict=True)),
+        )
+
+    def mean(self, part: int) -> float:
+        return self.plain[part + 1] / self.count
+
+    def covariance(self, a: int, b: int) -> float:
+        return self.products[a + 1][b + 1] / self.count - self.mean(a) * self.mean(b)
 
 
-def _constant(points: Sequence[StepPoint]) -> StepCost:
+def _constant(sums: _Sums) -> StepCost:
     """The step time of all the slices' steps together (a slice of few steps, mostly idle,
     would weigh as much as a busy one in a plain mean of step times)."""
-    return StepCost(len(points) / sum(1.0 / p.seconds for p in points), 0.0)
+    return StepCost(sums.count / sums.inverse_seconds, 0.0)
 
 
-def _line(
-    points: Sequence[StepPoint], parts: tuple[int, ...]
-) -> tuple[StepCost, tuple[str, ...]] | None:
+def _line(sums: _Sums, parts: tuple[int, ...]) -> tuple[StepCost, tuple[str, ...]] | None:
     """Least squares (in relative error) of the step time on a fixed part and the chosen
-    regressors; None when they do not vary enough, are collinear, or a part comes out negative."""
-    columns = [[p.regressors()[i] for p in points] for i in parts]
-    if len(points) < len(parts) + 2 or not all(_varies(c) for c in columns):
+    regressors; None when one is unknown for a slice, does not vary enough, two are collinear,
+    or a part comes out negative."""
+    if sums.count < len(parts) + 2 or any(sums.unknown[i] for i in parts):
         return None
-    if len(columns) == 2 and abs(_correlation(columns[0], columns[1])) > COLLINEAR:
+    if not all(_varies(sums, i) for i in parts):
         return None
-    rows = [[1.0, *(c[k] for c in columns)] for k in range(len(points))]
-    weights = [1.0 / p.seconds**2 for p in points]
-    solved = _weighted_least_squares(rows, [p.seconds for p in points], weights)
+    pairs = [(a, b) for n, a in enumerate(parts) for b in parts[n + 1 :]]
+    if any(abs(_correlation(sums, a, b)) > COLLINEAR for a, b in pairs):
+        return None
+    index = [0, *(i + 1 for i in parts)]
+    matrix = [[sums.weighted[i][j] for j in index] for i in index]
+    solved = _solve(matrix, [sums.targets[i] for i in index])
     if solved is None or any(v < 0 for v in solved):
         return None
     per = dict(zip(parts, solved[1:], strict=True))
-    cost = StepCost(solved[0], per.get(1, 0.0), per.get(0, 0.0))
+    cost = StepCost(solved[0], per.get(1, 0.0), per.get(0, 0.0), per.get(2, 0.0))
     return cost, tuple(TERMS[i] for i in parts)
 
 
-def _varies(values: Sequence[float]) -> bool:
-    mean = sum(values) / len(values)
-    spread = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+def _varies(sums: _Sums, part: int) -> bool:
+    mean = sums.mean(part)
+    spread = math.sqrt(max(sums.covariance(part, part), 0.0))
     return mean > 0 and spread >= SPREAD * mean
 
 
-def _correlation(a: Sequence[float], b: Sequence[float]) -> float:
-    mean_a, mean_b = sum(a) / len(a), sum(b) / len(b)
-    cov = sum((x - mean_a) * (y - mean_b) for x, y in zip(a, b, strict=True))
-    var_a = sum((x - mean_a) ** 2 for x in a)
-    var_b = sum((y - mean_b) ** 2 for y in b)
-    return cov / math.sqrt(var_a * var_b) if var_a > 0 and var_b > 0 else 1.0
+def _correlation(sums: _Sums, a: int, b: int) -> float:
+    var_a, var_b = sums.covariance(a, a), sums.covariance(b, b)
+    if var_a <= 0 or var_b <= 0:
+        return 1.0
+    return sums.covariance(a, b) / math.sqrt(var_a * var_b)
 
 
-def _weighted_least_squares(
-    rows: list[list[float]], targets: list[float], weights: list[float]
-) -> list[float] | None:
-    """The coefficients minimising sum(w * (row . x - target)^2), by the normal equations
-    (at most three unknowns: not worth a linear-algebra dependency)."""
-    size = len(rows[0])
-    matrix = [
-        [sum(w * r[i] * r[j] for r, w in zip(rows, weights, strict=True)) for j in range(size)]
-        + [sum(w * r[i] * t for r, t, w in zip(rows, targets, weights, strict=True))]
-        for i in range(size)
-    ]
+def _solve(matrix: list[list[float]], targets: list[float]) -> list[float] | None:
+    """The x of matrix . x = targets (the normal equations of at most four unknowns: not
+    worth a linear-algebra dependency), None when singular."""
+    size = len(matrix)
+    rows = [[*matrix[i], targets[i]] for i in range(size)]
     for col in range(size):
-        pivot = max(range(col, size), key=lambda r: abs(matrix[r][col]))
-        if abs(matrix[pivot][col]) < 1e-18:
+        pivot = max(range(col, size), key=lambda r: abs(rows[r][col]))
+        if abs(rows[pivot][col]) < 1e-18:
             return None
-        matrix[col], matrix[pivot] = matrix[pivot], matrix[col]
+        rows[col], rows[pivot] = rows[pivot], rows[col]
         for r in range(size):
             if r != col:
-                factor = matrix[r][col] / matrix[col][col]
-                matrix[r] = [a - factor * b for a, b in zip(matrix[r], matrix[col], strict=True)]
-    return [matrix[i][size] / matrix[i][i] for i in range(size)]
+                factor = rows[r][col] / rows[col][col]
+                rows[r] = [a - factor * b for a, b in zip(rows[r], rows[col], strict=True)]
+    return [rows[i][size] / rows[i][i] for i in range(size)]
