@@ -188,9 +188,12 @@ def calibrate(
     if profiles is not None:
         profiles.add(key, now, window_s, saturated)
     bounds = _ttft_bounds(store, target)
-    replay = _figures(simulate(config, workload, fit.step.cost, SIMULATED_S, seed), fit, bounds)
+    outcome = simulate(config, workload, fit.step.cost, SIMULATED_S, seed)
+    replay = _figures(outcome, fit, bounds)
     real = measured_figures(measured)
-    return Calibration(fit, real, replay, misses(real, replay), server, tuple(bounds), seed)
+    exact = _figures(outcome, fit, [])
+    found = misses(real, replay, exact, [b for b in bounds if b != float("inf")])
+    return Calibration(fit, real, replay, found, server, tuple(bounds), seed)
 
 
 def remember_steps(

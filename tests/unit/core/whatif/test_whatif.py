@@ -3,6 +3,8 @@ and the applied fix) as calibration and as prediction checked against what happe
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from tests.support.demo import APPLIED, FRAMES
@@ -17,9 +19,11 @@ from vtop.core.session.session import Session
 from vtop.core.whatif.calibrate import (
     UNBOUNDED_SEQS,
     CannotModelError,
+    bucket_of,
     engine_config,
     inferred_settings,
     measure,
+    misses,
     queue_held_by,
     refusal,
 )
@@ -256,3 +260,33 @@ def test_an_unknown_cap_is_not_binding_where_another_limit_holds_the_queue() -> 
         session.ingest(frame_from_text(float(t), text))
     figures = measure(session.store, TARGET, 39.0, 19.0)
     assert queue_held_by(session.store, TARGET, 39.0, 19.0, figures, known) == ""
+
+
+BOUNDS = [0.25, 0.5, 0.75, 1.0, 2.5, 5.0]
+"""vLLM's TTFT buckets around a second."""
+
+
+@pytest.mark.parametrize(
+    ("exact", "missed"),
+    [(1.05, False), (0.6, False), (1.24, False), (1.3, True), (0.5, True), (2.0, True)],
+)
+def test_a_ttft_replay_is_judged_against_the_bucket_the_server_measured_it_in(
+    exact: float, missed: bool
+) -> None:
+    """A median of 0.875 s read from the buckets says only that it lies in 0.75-1 s. A replay
+    at 1.05 s, read through the same buckets, reads 1.75 s (the middle of 1-2.5 s): judged on
+    that it would be a miss of 2x where the model is 5% past what the server can tell."""
+    measured = {"ttft_p50_s": 0.875}
+    through_buckets = {"ttft_p50_s": 1.75 if exact > 1.0 else 0.875}
+    found = misses(measured, through_buckets, {"ttft_p50_s": exact}, BOUNDS)
+    assert bool(found) == missed, found
+    if missed:
+        assert "its bucket 0.75-1 s" in found[0]
+    assert misses(measured, {"ttft_p50_s": 1.75}) != []  # read through the buckets alone
+
+
+def test_a_quantile_in_the_last_bucket_is_known_only_from_below() -> None:
+    assert bucket_of(5.0, BOUNDS) == (2.5, math.inf)
+    assert bucket_of(0.1, BOUNDS) == (0.0, 0.25)
+    assert bucket_of(0.5, BOUNDS) == (0.25, 0.5)
+    assert misses({"ttft_p50_s": 5.0}, {"ttft_p50_s": 5.0}, {"ttft_p50_s": 40.0}, BOUNDS) == []
