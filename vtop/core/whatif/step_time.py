@@ -112,13 +112,12 @@ def _best(groups: list[list[StepPoint]]) -> tuple[StepCost, tuple[str, ...]]:
             for part in range(PARTS)
             if part not in chosen
             and (f := _line(total, parts := tuple(sorted((*chosen, part))))) is not None
+            and all(_line(total - held, parts) is not None for held in parts_of)
         ]
         if not richer:
             break
         candidate, parts = min(richer, key=lambda c: _error(c[0], points))
         if _error(candidate, points) >= IDENTIFIED * _error(best, points):
-            break
-        if any(_line(total - held, parts) is None for held in parts_of):
             break
         best, chosen = candidate, parts
     return best
