@@ -76,8 +76,8 @@ def _step(prediction: Prediction) -> str:
         parts.append(f"{cost.per_context_token_s * 1e6:.2f} us/token of context")
     if not step.terms:
         how = (
-            "a constant: the slices do not vary enough to tell a cost per request, "
-            "token or token of context"
+            "a constant: no cost per request, token or token of context is identified "
+            "(its figure must vary across the slices, and with any one window left out)"
         )
     else:
         how = "fitted " + " and ".join(step.terms)
