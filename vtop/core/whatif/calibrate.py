@@ -4,7 +4,7 @@ fitted to them, and how well the model's replay of the current config reproduces
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from vtop.core.config.inference import is_inferred
@@ -322,9 +322,9 @@ def measured_figures(measured: Measured) -> dict[str, float | None]:
 
 
 def misses(
-    measured: dict[str, float | None],
-    replay: dict[str, float | None],
-    exact: dict[str, float | None] | None = None,
+    measured: Mapping[str, float | None],
+    replay: Mapping[str, float | None],
+    exact: Mapping[str, float | None] | None = None,
     bounds: Sequence[float] = (),
 ) -> list[str]:
     """The figures the replay of the current config does not reproduce within tolerance. A
