@@ -97,9 +97,12 @@ def _result(
 
 def _best(groups: list[list[StepPoint]]) -> tuple[StepCost, tuple[str, ...]]:
     """The simplest cost the groups (an earlier window, or one slice of this one) support, a
-    part at a time: each part added must be identified, keep every part a cost (none negative),
-    cut the error by a fifth, and stay identified without any one group. With as many groups as
-    unknowns a line passes through them all, whatever the step really costs: a part only one
+    part at a time: each part added must be identified, keep every part a cost (none negative)
+    and cut the error by a fifth. One part is a slope, and two operating points (this window
+    and one earlier at another batch) are what the profile is kept for. A second or third part
+    must also stay identified without any one group: with as many groups as unknowns a surface
+    passes through them all whatever the step really costs, and its parts trade against each
+    other (a dear context against a cheap fixed part) far from the points, so a shape only one
     window pins down is that window's noise as much as a cost."""
     points = [p for g in groups for p in g]
     total = _Sums.of(points)
@@ -112,7 +115,9 @@ def _best(groups: list[list[StepPoint]]) -> tuple[StepCost, tuple[str, ...]]:
             for part in range(PARTS)
             if part not in chosen
             and (f := _line(total, parts := tuple(sorted((*chosen, part))))) is not None
-            and all(_line(total - held, parts) is not None for held in parts_of)
+            and (
+                len(parts) == 1 or all(_line(total - held, parts) is not None for held in parts_of)
+            )
         ]
         if not richer:
             break
