@@ -75,10 +75,7 @@ def _step(prediction: Prediction) -> str:
     if cost.per_context_token_s:
         parts.append(f"{cost.per_context_token_s * 1e6:.2f} us/token of context")
     if not step.terms:
-        how = (
-            "a constant: no cost per request, token or token of context is identified "
-            "(its figure must vary across the slices, and with any one window left out)"
-        )
+        how = "a constant: no cost per request, token or token of context is identified"
     else:
         how = "fitted " + " and ".join(step.terms)
     if step.earlier_points:
