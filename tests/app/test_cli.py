@@ -135,7 +135,7 @@ def test_whatif_keeps_the_step_profile_privately_and_a_damaged_one_is_an_error(
     assert profile.stat().st_mode & 0o777 == 0o600
     assert (tmp_path / "state").stat().st_mode & 0o777 == 0o700
     windows = next(iter(json.loads(profile.read_text()).values()))
-    assert len(windows) == 2  # the storm's saturated slices and those after the fix
+    assert len(windows) == 2  # the storm's slices and those after the fix
     profile.write_text('{"h m tp=1": [\n  {"time": 1, "points": [[1, 2,\n')
     damaged = vtop("whatif", str(DEMO), "--to", "75", env=env)
     assert damaged.code != 0 and "Traceback" not in damaged.err

@@ -11,6 +11,7 @@ import math
 import os
 import signal
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 
@@ -42,6 +43,7 @@ from vtop.core.rules.loader import load_rules
 from vtop.core.session.diagnose import DiagnoseOptions, Diagnosis
 from vtop.core.whatif.calibrate import NEAR_ZERO_PREEMPTIONS, TOLERANCE
 from vtop.core.whatif.predict import Calibration
+from vtop.core.whatif.profile import StepProfiles
 from vtop.text.report import json_report, text_report
 
 pytestmark = pytest.mark.vllm
@@ -165,7 +167,7 @@ async def test_sequence_cap_found_with_the_url_alone_and_with_the_log(
     assert stable(values), values
 
 
-async def test_healthy_light_load_has_no_warning(vllm_pool: ServerPool) -> None:
+async def test_healthy_light_load_has_no_warning(vllm_pool: ServerPool, tmp_path: Path) -> None:
     server = vllm_pool.get(HEALTHY.spec)
     recorded = await provoke(server, HEALTHY)
     for mode, diagnosis in both_modes(server, recorded.windows[0], load_rules()).items():
@@ -173,6 +175,12 @@ async def test_healthy_light_load_has_no_warning(vllm_pool: ServerPool) -> None:
         assert diagnosis.exit_code == 0
     figures = ("generation_tokens_per_s", "preemptions_per_s")
     assert_the_model_replays(server, recorded.windows[0], *figures)
+    # a light load's steps are the small batch and short context a fix moves toward: kept
+    profiles = StepProfiles(tmp_path / "step-profiles.json")
+    calibrated(server, recorded.windows[0], profiles)
+    (kept,) = profiles.profiles.values()
+    slices = [p for window in kept for p in window.points]
+    assert slices and all(p.context is not None and p.context > 0 for p in slices), slices
 
 
 async def test_a_stopped_engine_is_critical_and_clears_when_it_resumes(

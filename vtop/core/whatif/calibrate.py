@@ -174,13 +174,13 @@ def step_points(
     window_s: float,
     engines: int,
     kv_tokens: float | None = None,
-) -> tuple[list[StepPoint], list[StepPoint]]:
-    """The window's 5 s slices with the engine busy, and those of them with requests waiting.
-    An engine with a queue steps back to back, so its step time is 1 / its steps per second;
-    a lightly loaded one idles between steps, so there the inter-token latency (the steps a
-    running request sees) is the step time. Per engine; each slice's context is the KV cache's
-    mean usage times `kv_tokens`, one engine's KV capacity (unknown without it)."""
-    busy, saturated = [], []
+) -> list[StepPoint]:
+    """The window's 5 s slices with the engine busy. An engine with a queue steps back to
+    back, so its step time is 1 / its steps per second; a lightly loaded one idles between
+    steps, so there the inter-token latency (the steps a running request sees) is the step
+    time. Per engine; each slice's context is the KV cache's mean usage times `kv_tokens`, one
+    engine's KV capacity (unknown without it)."""
+    busy = []
     for index in range(max(1, int(window_s // SLICE_S))):
         end = now - index * SLICE_S
         figures = measure(store, target, end, SLICE_S)
@@ -192,15 +192,12 @@ def step_points(
         if not queued and figures.inter_token_s > 0:
             seconds = min(seconds, figures.inter_token_s)
         context = _context(store, target, end, kv_tokens)
-        point = StepPoint(requests, figures.tokens_per_step, seconds, context)
-        busy.append(point)
-        if queued:
-            saturated.append(point)
+        busy.append(StepPoint(requests, figures.tokens_per_step, seconds, context))
     if not busy:
         raise CannotModelError(
             "no engine steps in the window (no traffic, or no iteration metrics)"
         )
-    return busy, saturated
+    return busy
 
 
 def _context(store: Store, target: str, end: float, kv_tokens: float | None) -> float | None:

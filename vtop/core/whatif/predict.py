@@ -173,7 +173,7 @@ def calibrate(
     engines = _engines(store, target, server)
     measured = measure(store, target, now, window_s)
     kv_tokens = kv_tokens_per_engine(server, engines)
-    busy, saturated = step_points(store, target, now, window_s, engines, kv_tokens)
+    busy = step_points(store, target, now, window_s, engines, kv_tokens)
     key = profile_key(store, target, server)
     earlier = [] if profiles is None else profiles.earlier(key, now, window_s)
     cap_known = server.number("max_num_seqs") is not None
@@ -186,7 +186,7 @@ def calibrate(
         config, workload, step, engines, measured.frontend_s, inferred_settings(server), unbound
     )
     if profiles is not None:
-        profiles.add(key, now, window_s, saturated)
+        profiles.add(key, now, window_s, busy)
     bounds = _ttft_bounds(store, target)
     outcome = simulate(config, workload, fit.step.cost, SIMULATED_S, seed)
     replay = _figures(outcome, fit, bounds)
@@ -204,15 +204,15 @@ def remember_steps(
     window_s: float,
     server: ServerConfig,
 ) -> None:
-    """Keep a window's saturated step times without calibrating on it (the window after an
+    """Keep a window's step times without calibrating on it (the window after an
     applied change shows the model the step time of the new batch)."""
     try:
         engines = _engines(store, target, server)
         kv_tokens = kv_tokens_per_engine(server, engines)
-        _, saturated = step_points(store, target, now, window_s, engines, kv_tokens)
+        busy = step_points(store, target, now, window_s, engines, kv_tokens)
     except CannotModelError:
         return
-    profiles.add(profile_key(store, target, server), now, window_s, saturated)
+    profiles.add(profile_key(store, target, server), now, window_s, busy)
 
 
 def predict(calibration: Calibration, changes: Mapping[str, float]) -> dict[str, float | None]:

@@ -1,6 +1,8 @@
-"""What earlier windows showed of a model's step time on a host: the saturated slices of every
+"""What earlier windows showed of a model's step time on a host: the busy slices of every
 window vtop calibrated on, kept per (host, model, tensor parallel size) in a private JSON file,
-so a window of one batch size can still say how the step time grows with the batch."""
+so a window of one batch size and one context can still say how the step time grows with the
+batch and the context (a light load's slices are the small batch and the short context a fix to
+fewer sequences moves toward)."""
 
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ MAX_BYTES = 4 << 20
 
 @dataclass(frozen=True)
 class Window:
-    """One calibrated window's saturated slices."""
+    """One calibrated window's busy slices."""
 
     time: float
     points: tuple[StepPoint, ...]
@@ -108,7 +110,7 @@ class StepProfiles:
         ]
 
     def add(self, key: str, now: float, window_s: float, points: list[StepPoint]) -> None:
-        """Keep a window's saturated points (replacing windows it overlaps: the same slices
+        """Keep a window's busy slices (replacing windows it overlaps: the same slices
         calibrated again) and write the file (0600, in a 0700 directory, replaced whole)."""
         if not points:
             return

@@ -1,5 +1,5 @@
 """The time of an engine step, fitted to what the server's counters show: slices of a window
-(and saturated slices of earlier windows of the same model on the same host), each a mean
+(and busy slices of earlier windows of the same model on the same host), each a mean
 number of requests per step, tokens per step, tokens of context held in the KV cache and
 seconds per step."""
 
