@@ -21,6 +21,8 @@ per step)."""
 TOLERANCE = {"generation_tokens_per_s": 0.25, "ttft_p50_s": 0.25, "preemptions_per_s": 0.30}
 """How close the replay of the current config must come to the measurement to predict."""
 NEAR_ZERO_PREEMPTIONS = 0.05
+BUCKETED = frozenset({"ttft_p50_s", "ttft_p99_s"})
+"""The figures the server measures through its TTFT histogram's buckets."""
 UNBOUNDED_BUDGET = 1 << 30
 """The token budget when nothing says what it is: taken as not binding (said in the report)."""
 UNBOUNDED_SEQS = 1 << 20
@@ -337,7 +339,7 @@ def misses(
             continue
         if name == "preemptions_per_s" and max(real, modelled) < NEAR_ZERO_PREEMPTIONS:
             continue
-        unbucketed = (exact or {}).get(name)
+        unbucketed = (exact or {}).get(name) if name in BUCKETED else None
         if unbucketed is not None and bounds:
             low, high = bucket_of(real, bounds)
             if low * (1 - tolerance) <= unbucketed <= high * (1 + tolerance):

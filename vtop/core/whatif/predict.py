@@ -12,6 +12,7 @@ from vtop.core.rules.engine import ProposedChange
 from vtop.core.rules.promql.functions import bucket_quantile
 from vtop.core.store.store import Store
 from vtop.core.whatif.calibrate import (
+    BUCKETED,
     CannotModelError,
     Fit,
     engine_config,
@@ -191,7 +192,8 @@ def calibrate(
     outcome = simulate(config, workload, fit.step.cost, SIMULATED_S, seed)
     replay = _figures(outcome, fit, bounds)
     real = measured_figures(measured)
-    exact = _figures(outcome, fit, [])
+    unbucketed = _figures(outcome, fit, [])
+    exact = {name: unbucketed[name] for name in BUCKETED}
     found = misses(real, replay, exact, [b for b in bounds if b != float("inf")])
     return Calibration(fit, real, replay, found, server, tuple(bounds), seed)
 

@@ -285,6 +285,13 @@ def test_a_ttft_replay_is_judged_against_the_bucket_the_server_measured_it_in(
     assert misses(measured, {"ttft_p50_s": 1.75}) != []  # read through the buckets alone
 
 
+def test_figures_not_read_through_buckets_keep_their_tolerance() -> None:
+    measured = {"generation_tokens_per_s": 84.8}
+    exact = {"generation_tokens_per_s": 62.0}
+    found = misses(measured, exact, exact, [40.0, 80.0, 160.0])
+    assert found == ["generation_tokens_per_s 62 vs measured 84.8"]
+
+
 def test_a_quantile_in_the_last_bucket_is_known_only_from_below() -> None:
     assert bucket_of(5.0, BOUNDS) == (2.5, math.inf)
     assert bucket_of(0.1, BOUNDS) == (0.0, 0.25)
