@@ -86,24 +86,30 @@ def replays(model: Calibration, name: str) -> bool:
 
 
 def assert_the_model_replays(server: VllmServer, frames: list[Frame], *figures: str) -> None:
-    """The scheduler model calibrated on the window reproduces these measured figures, loosely
+    """The scheduler model calibrated on the window, with the flags and with the URL alone (as
+    `vtop whatif URL` knows the server), reproduces these measured figures, loosely
     (preemptions: both near zero, or within twice the model's 30%)."""
-    model = calibrated(server, frames)
-    for name in figures:
-        assert replays(model, name), f"{name}: measured {model.measured}, replayed {model.replay}"
+    for url_only in (False, True):
+        model = calibrated(server, frames, url_only=url_only)
+        for name in figures:
+            shown = f"{name} (url only {url_only}): {model.measured}, replay {model.replay}"
+            assert replays(model, name), shown
 
 
 def assert_the_model_replays_or_predicts_nothing(
     server: VllmServer, frames: list[Frame], change: dict[str, float], *figures: str
 ) -> None:
     """As assert_the_model_replays; where a figure lands outside that, the model must say so
-    and predict nothing for a change (never a prediction from a model that does not replay)."""
-    model = calibrated(server, frames)
-    for name in figures:
-        if replays(model, name):
-            continue
-        assert any(miss.startswith(name) for miss in model.misses), (name, model.misses)
-        assert predicted(server, frames, change) is None, f"{name}: predicted on a miss"
+    and predict nothing for a change (never a prediction from a model that does not replay).
+    With the URL alone it must calibrate too (never "unknown: max_num_seqs")."""
+    for url_only in (False, True):
+        model = calibrated(server, frames, url_only=url_only)
+        for name in figures:
+            if replays(model, name):
+                continue
+            assert any(miss.startswith(name) for miss in model.misses), (name, model.misses)
+            if not url_only:
+                assert predicted(server, frames, change) is None, f"{name}: predicted on a miss"
 
 
 def stable(values: Sequence[float | str | None]) -> bool:
@@ -146,6 +152,7 @@ async def test_prefix_caching_off_is_flagged(vllm_pool: ServerPool) -> None:
         assert "K1-off" in every, (mode, list(every))
         flag = proposed(every["K1-off"], "--enable-prefix-caching")
         assert flag == "--enable-prefix-caching", mode
+    assert_the_model_replays(server, recorded.windows[0], "generation_tokens_per_s")
 
 
 async def test_sequence_cap_found_with_the_url_alone_and_with_the_log(
