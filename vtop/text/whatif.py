@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from typing import Any
 
 from vtop.core.ops.rank import PrimaryPredictions
@@ -118,6 +119,7 @@ def text_whatif(prediction: Prediction) -> str:
     elif changes:
         lines.append(f"PREDICTED for {changes} (directions: against the replay)")
         lines += _after_restart_lines(prediction)
+        lines += _context_lines(prediction)
     else:
         lines.append("CALIBRATED: give --set FLAG=VALUE to predict a change")
     return "\n".join(lines)
@@ -137,6 +139,22 @@ def _after_restart_lines(prediction: Prediction) -> list[str]:
             f"  (the steady state holds once the queue has turned over: about {turnover:.0f} s)"
         )
     return lines
+
+
+def _context_lines(prediction: Prediction) -> list[str]:
+    """Where the change moves the tokens held in the KV cache and the fit has no cost for
+    them: which way its steps may go, and why."""
+    moved = prediction.context_unpriced
+    if moved is None:
+        return []
+    before, after = moved
+    way = "faster" if after < before else "slower"
+    text = (
+        f"the step's cost per token of context is not identified from these windows: the "
+        f"change holds {after:,.0f} tokens in the KV cache against {before:,.0f}, so its "
+        f"steps may run {way} than predicted"
+    )
+    return textwrap.wrap(text, width=78, initial_indent="  ", subsequent_indent="  ")
 
 
 def json_refusal(reason: str, exit_code: int) -> dict[str, Any]:
@@ -187,6 +205,7 @@ def json_whatif(prediction: Prediction) -> dict[str, Any]:
             else {"seconds": prediction.after_restart_s, **prediction.after_restart}
         ),
         "turnover_s": prediction.turnover_s,
+        "context_unpriced": _context_json(prediction),
         "misses": prediction.misses,
     }
 
@@ -241,3 +260,12 @@ def json_predictions(predictions: PrimaryPredictions) -> dict[str, Any]:
             for ranked in predictions.ranked
         ],
     }
+
+
+def _context_json(prediction: Prediction) -> dict[str, float] | None:
+    """The KV cache's held tokens in the replay and after the change, where the change moves
+    them and the fit charges nothing for them; null otherwise."""
+    moved = prediction.context_unpriced
+    if moved is None:
+        return None
+    return {"kv_tokens_replay": moved[0], "kv_tokens_predicted": moved[1]}

@@ -305,6 +305,7 @@ def figures(outcome: Outcome, engines: int) -> dict[str, float | None]:
         "generation_tokens_per_s": outcome.generation_tokens_per_s * engines,
         "ttft_p50_s": outcome.ttft_quantile(0.5),
         "ttft_p99_s": outcome.ttft_quantile(0.99),
+        "kv_tokens": outcome.kv_tokens * engines,
     }
 
 

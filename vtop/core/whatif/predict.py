@@ -43,6 +43,11 @@ SIMULATED_S = 120.0
 TTFT = "vllm:time_to_first_token_seconds_bucket"
 
 
+CONTEXT_MOVE = 2.0
+"""A change that holds this many times more or fewer tokens in the KV cache than the replay
+moves the step's cost of context (attention) by as much."""
+
+
 @dataclass
 class Prediction:
     """The measured window, the replay of the current config, and the prediction (None when
@@ -70,6 +75,19 @@ class Prediction:
         if not waiting or not tokens or output <= 0:
             return None
         return waiting / (tokens / output)
+
+    @property
+    def context_unpriced(self) -> tuple[float, float] | None:
+        """The tokens held in the KV cache in the replay and after the change, where the
+        change moves them by CONTEXT_MOVE or more and the fit charges nothing for them (the
+        windows did not identify a cost per token of context): the changed engine's steps may
+        then be faster (less held) or slower (more) than predicted. None otherwise."""
+        if self.predicted is None or "per token of context" in self.fit.step.terms:
+            return None
+        before, after = self.replay.get("kv_tokens"), self.predicted.get("kv_tokens")
+        if not before or not after or max(before, after) < CONTEXT_MOVE * min(before, after):
+            return None
+        return before, after
 
 
 def changed(

@@ -96,6 +96,8 @@ class Outcome:
     requests_per_s: float
     ttft_s: list[float] = field(default_factory=list)
     steps: int = 0
+    kv_tokens: float = 0.0
+    """Mean tokens held in the KV cache (time-weighted): what the step's context costs."""
 
     def ttft_quantile(self, q: float) -> float | None:
         """The q-quantile of the first-token times (None without any)."""
@@ -206,7 +208,7 @@ def simulate(
     for _ in range(workload.clients):
         engine.waiting.append(new_request(now))
     totals = {"running": 0.0, "waiting": 0.0, "preemptions": 0.0, "generated": 0.0}
-    totals |= {"prompt": 0.0, "finished": 0.0}
+    totals |= {"prompt": 0.0, "finished": 0.0, "context": 0.0}
     outcome = Outcome(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
     while now < seconds:
         if workload.arrivals_per_s > 0:
@@ -225,6 +227,7 @@ def simulate(
         if measured:
             totals["running"] += len(engine.running) * step
             totals["waiting"] += len(engine.waiting) * step
+            totals["context"] += context * step
             totals["preemptions"] += preempted
             outcome.steps += bool(scheduled)
         now += step
@@ -249,6 +252,7 @@ def simulate(
     outcome.generation_tokens_per_s = totals["generated"] / span
     outcome.prompt_tokens_per_s = totals["prompt"] / span
     outcome.requests_per_s = totals["finished"] / span
+    outcome.kv_tokens = totals["context"] / span
     return outcome
 
 

@@ -297,3 +297,30 @@ def test_a_quantile_in_the_last_bucket_is_known_only_from_below() -> None:
     assert bucket_of(0.1, BOUNDS) == (0.0, 0.25)
     assert bucket_of(0.5, BOUNDS) == (0.25, 0.5)
     assert misses({"ttft_p50_s": 5.0}, {"ttft_p50_s": 5.0}, {"ttft_p50_s": 40.0}, BOUNDS) == []
+
+
+def test_a_change_that_moves_the_context_held_says_so_where_no_cost_of_it_was_fitted() -> None:
+    """The storm window identifies no cost per token of context; one sequence holds a third of
+    its KV cache, so the report says its steps may run faster than predicted (they did)."""
+    session, target, now, span = window(*loaded(0, APPLIED))
+    config = session.targets[target].config
+    prediction = whatif(session.store, target, now, span, config, {"--max-num-seqs": 1})
+    assert "per token of context" not in prediction.fit.step.terms
+    moved = prediction.context_unpriced
+    assert moved is not None and moved[1] < moved[0] / 2, moved
+    text = text_whatif(prediction)
+    assert "may run faster than predicted" in " ".join(text.split())
+    assert all(len(line) <= 80 for line in text.split("\n\n", 1)[1].splitlines())
+    assert json_whatif(prediction)["context_unpriced"]["kv_tokens_predicted"] == moved[1]
+    same = whatif(session.store, target, now, span, config, {"--max-num-seqs": 16})
+    assert same.context_unpriced is None and "may run" not in text_whatif(same)
+    whole, whole_target, whole_now, whole_span = window(0, len(FRAMES))
+    fitted = whatif(
+        whole.store,
+        whole_target,
+        whole_now,
+        whole_span,
+        whole.targets[whole_target].config,
+        {"--max-num-seqs": 16},
+    )
+    assert "per token of context" in fitted.fit.step.terms and fitted.context_unpriced is None
