@@ -205,7 +205,7 @@ def json_whatif(prediction: Prediction) -> dict[str, Any]:
             else {"seconds": prediction.after_restart_s, **prediction.after_restart}
         ),
         "turnover_s": prediction.turnover_s,
-        "context_unpriced": _context_json(prediction),
+        "context_unpriced": _moved_json(prediction.context_unpriced),
         "misses": prediction.misses,
     }
 
@@ -225,6 +225,13 @@ def text_predictions(predictions: PrimaryPredictions) -> str:
         note = "" if ranked.keeps_throughput else "  (loses over 10% of the tokens/s)"
         if ranked.extrapolated:
             note += "  (low confidence: larger batches than any slice showed)"
+        if ranked.context_unpriced is not None:
+            held_now, held_after = ranked.context_unpriced
+            way = "faster" if held_after < held_now else "slower"
+            note += (
+                f"  (steps may run {way}: {held_after:,.0f} tokens held in the KV cache "
+                f"against {held_now:,.0f}, and no cost per token of context identified)"
+            )
         lines.append(f"  {flag}: {figures_summary(ranked.predicted)}{note}")
     return "\n".join(lines)
 
@@ -256,16 +263,16 @@ def json_predictions(predictions: PrimaryPredictions) -> dict[str, Any]:
                 "predicted": ranked.predicted,
                 "keeps_throughput": ranked.keeps_throughput,
                 "extrapolated": ranked.extrapolated,
+                "context_unpriced": _moved_json(ranked.context_unpriced),
             }
             for ranked in predictions.ranked
         ],
     }
 
 
-def _context_json(prediction: Prediction) -> dict[str, float] | None:
+def _moved_json(moved: tuple[float, float] | None) -> dict[str, float] | None:
     """The KV cache's held tokens in the replay and after the change, where the change moves
     them and the fit charges nothing for them; null otherwise."""
-    moved = prediction.context_unpriced
     if moved is None:
         return None
     return {"kv_tokens_replay": moved[0], "kv_tokens_predicted": moved[1]}

@@ -11,7 +11,7 @@ from vtop.core.session.diagnose import Diagnosis
 from vtop.core.session.session import Session
 from vtop.core.store.store import Store
 from vtop.core.whatif.calibrate import CannotModelError
-from vtop.core.whatif.predict import FLAGS, Calibration, calibrate, predict
+from vtop.core.whatif.predict import FLAGS, Calibration, calibrate, context_unpriced, predict
 from vtop.core.whatif.profile import StepProfiles
 
 TARGET_FIGURE = {"memory": "preemptions_per_s", "queue": "waiting", "latency": "ttft_p50_s"}
@@ -30,6 +30,9 @@ class RankedChange:
     extrapolated: bool = False
     """It runs batches half again larger than any the fitted slices showed: the step time
     there is the model's extrapolation, not a measurement."""
+    context_unpriced: tuple[float, float] | None = None
+    """The tokens held in the KV cache in the replay and after the change, where the change
+    moves them and no cost per token of context was identified (predict.context_unpriced)."""
 
 
 def target_figure(finding: Finding) -> str:
@@ -53,7 +56,8 @@ def rank(finding: Finding, calibration: Calibration) -> list[RankedChange]:
         per_engine = (figures.get("running") or 0.0) / max(calibration.fit.engines, 1)
         beyond = per_engine > EXTRAPOLATED * max(calibration.fit.step.largest_batch, 1.0)
         kept = tokens >= KEPT_THROUGHPUT * before
-        ranked.append(RankedChange(change, figures, kept, beyond))
+        moved = context_unpriced(calibration.fit, calibration.replay, figures)
+        ranked.append(RankedChange(change, figures, kept, beyond, moved))
     return sorted(
         ranked,
         key=lambda r: (not r.keeps_throughput, _or_inf(r.predicted.get(figure))),

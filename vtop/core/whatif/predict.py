@@ -78,16 +78,25 @@ class Prediction:
 
     @property
     def context_unpriced(self) -> tuple[float, float] | None:
-        """The tokens held in the KV cache in the replay and after the change, where the
-        change moves them by CONTEXT_MOVE or more and the fit charges nothing for them (the
-        windows did not identify a cost per token of context): the changed engine's steps may
-        then be faster (less held) or slower (more) than predicted. None otherwise."""
-        if self.predicted is None or "per token of context" in self.fit.step.terms:
+        """See `context_unpriced`, for this prediction."""
+        if self.predicted is None:
             return None
-        before, after = self.replay.get("kv_tokens"), self.predicted.get("kv_tokens")
-        if not before or not after or max(before, after) < CONTEXT_MOVE * min(before, after):
-            return None
-        return before, after
+        return context_unpriced(self.fit, self.replay, self.predicted)
+
+
+def context_unpriced(
+    fit: Fit, replay: Mapping[str, float | None], predicted: Mapping[str, float | None]
+) -> tuple[float, float] | None:
+    """The tokens held in the KV cache in the replay and after the change, where the change
+    moves them by CONTEXT_MOVE or more and the fit charges nothing for them (the windows did
+    not identify a cost per token of context): the changed engine's steps may then be faster
+    (less held) or slower (more) than predicted. None otherwise."""
+    if "per token of context" in fit.step.terms:
+        return None
+    before, after = replay.get("kv_tokens"), predicted.get("kv_tokens")
+    if not before or not after or max(before, after) < CONTEXT_MOVE * min(before, after):
+        return None
+    return before, after
 
 
 def changed(

@@ -7,6 +7,7 @@ from vtop.core.config.effective_config import DiagnoseOptions
 from vtop.core.ops.rank import primary_predictions
 from vtop.core.rules.loader import load_rules
 from vtop.core.session.diagnose import judged_diagnosis
+from vtop.text.whatif import json_predictions, text_predictions
 
 
 def test_the_storm_s_alternatives_are_ranked_more_kv_before_fewer_sequences() -> None:
@@ -22,3 +23,11 @@ def test_the_storm_s_alternatives_are_ranked_more_kv_before_fewer_sequences() ->
     best, fewer = predictions.ranked[0], predictions.ranked[flags.index("--max-num-seqs")]
     assert best.keeps_throughput and not fewer.keeps_throughput
     assert best.predicted["preemptions_per_s"] == 0
+    # the window identifies no cost of context: more blocks hold more, one sequence far fewer
+    assert best.context_unpriced is not None and fewer.context_unpriced is not None
+    assert best.context_unpriced[1] > 2 * best.context_unpriced[0]
+    assert fewer.context_unpriced[1] < fewer.context_unpriced[0] / 2
+    text = text_predictions(predictions)
+    assert "(steps may run slower:" in text and "(steps may run faster:" in text
+    shown = json_predictions(predictions)["alternatives"]
+    assert shown[0]["context_unpriced"]["kv_tokens_predicted"] == best.context_unpriced[1]
