@@ -148,11 +148,10 @@ def _context_lines(prediction: Prediction) -> list[str]:
     if moved is None:
         return []
     before, after = moved
-    way = "faster" if after < before else "slower"
     text = (
         f"the step's cost per token of context is not identified from these windows: the "
         f"change holds {after:,.0f} tokens in the KV cache against {before:,.0f}, so its "
-        f"steps may run {way} than predicted"
+        f"steps may run {_way(moved)} than predicted"
     )
     return textwrap.wrap(text, width=78, initial_indent="  ", subsequent_indent="  ")
 
@@ -227,10 +226,10 @@ def text_predictions(predictions: PrimaryPredictions) -> str:
             note += "  (low confidence: larger batches than any slice showed)"
         if ranked.context_unpriced is not None:
             held_now, held_after = ranked.context_unpriced
-            way = "faster" if held_after < held_now else "slower"
             note += (
-                f"  (steps may run {way}: {held_after:,.0f} tokens held in the KV cache "
-                f"against {held_now:,.0f}, and no cost per token of context identified)"
+                f"  (steps may run {_way(ranked.context_unpriced)}: {held_after:,.0f} tokens "
+                f"held in the KV cache against {held_now:,.0f}, and no cost per token of "
+                "context identified)"
             )
         lines.append(f"  {flag}: {figures_summary(ranked.predicted)}{note}")
     return "\n".join(lines)
@@ -268,6 +267,12 @@ def json_predictions(predictions: PrimaryPredictions) -> dict[str, Any]:
             for ranked in predictions.ranked
         ],
     }
+
+
+def _way(moved: tuple[float, float]) -> str:
+    """Which way steps go when the tokens held in the KV cache move from the first to the
+    second of `moved` and nothing charges for them."""
+    return "faster" if moved[1] < moved[0] else "slower"
 
 
 def _moved_json(moved: tuple[float, float] | None) -> dict[str, float] | None:

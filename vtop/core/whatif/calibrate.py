@@ -238,7 +238,7 @@ def engine_config(
             "report cache_config_info)"
         )
     block = int(config.number("block_size") or 16)
-    capacity = float(config.number("kv_capacity_tokens") or 0.0) / max(engines, 1)
+    capacity = kv_tokens_per_engine(config, engines) or 0.0
     return EngineConfig(
         max_num_seqs=UNBOUNDED_SEQS if seqs is None else int(seqs),
         max_num_batched_tokens=int(config.number("max_num_batched_tokens") or UNBOUNDED_BUDGET),

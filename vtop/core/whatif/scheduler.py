@@ -43,7 +43,7 @@ class StepCost:
     per_sequence_s: float = 0.0
     per_context_token_s: float = 0.0
 
-    def seconds(self, tokens: int, requests: int = 0, context: int = 0) -> float:
+    def seconds(self, tokens: float, requests: float = 0, context: float = 0) -> float:
         return (
             self.fixed_s
             + self.per_token_s * tokens

@@ -131,17 +131,10 @@ def _best(groups: list[list[StepPoint]]) -> tuple[StepCost, tuple[str, ...]]:
 def _error(chosen: tuple[StepCost, tuple[str, ...]], points: Sequence[StepPoint]) -> float:
     """Mean relative error of a step cost over the points."""
     cost = chosen[0]
-    return sum(abs(_seconds(cost, p) - p.seconds) / p.seconds for p in points) / len(points)
-
-
-def _seconds(cost: StepCost, point: StepPoint) -> float:
-    """The step time the cost gives for a slice's means (a context it does not know is 0)."""
-    return (
-        cost.fixed_s
-        + cost.per_sequence_s * point.requests
-        + cost.per_token_s * point.tokens
-        + cost.per_context_token_s * (point.context or 0.0)
-    )
+    return sum(
+        abs(cost.seconds(p.tokens, p.requests, p.context or 0.0) - p.seconds) / p.seconds
+        for p in points
+    ) / len(points)
 
 
 @dataclass(frozen=True)
