@@ -32,12 +32,14 @@ from vtop.core.rules.promql.parser import PromQLError, parse_duration
 from vtop.core.rules.rule import Rule
 from vtop.core.session.diagnose import (
     EXIT_UNKNOWN,
+    EarlyVerdict,
     diagnose_prometheus,
     judged_diagnosis,
     needed_window,
     window_frames,
 )
 from vtop.core.strict_json import strict_json
+from vtop.text.fold import fold, terminal_width
 from vtop.text.report import fleet_json_report, fleet_text_report, json_report, text_report
 from vtop.text.whatif import json_predictions, text_predictions
 
@@ -99,18 +101,21 @@ def window_of(
         assert rules is not None
         sampled, longer = needed_window(frame, rules, options)
         if longer:
-            named = ", ".join(f"{r.id} ({r.title}) after {r.for_s:g} s" for r in longer)
+            named = ", ".join(f"{r.id} ({r.for_s:g} s)" for r in longer)
             print(
-                f"vtop diagnose: sampling {sampled:g} s, not {options.window_s:g}: {named} "
-                f"can only hold after that (--window {options.window_s:g} keeps it short, "
-                "listing them as not checked)",
+                f"vtop diagnose: up to {sampled:g} s, not {options.window_s:g}: this server "
+                f"shows what {named} judge(s), which need that long "
+                f"(--window {options.window_s:g} keeps it short)",
                 file=sys.stderr,
                 flush=True,
             )
         return sampled
 
     chosen = lengthen if rules is not None and args.window is None else None
-    frames = asyncio.run(window_frames(feed, options.window_s, chosen))
+    early = None
+    if rules is not None and args.window is None:
+        early = EarlyVerdict(rules, options)
+    frames = asyncio.run(window_frames(feed, options.window_s, chosen, early))
     return frames, dataclasses.replace(options, window_s=sampled)
 
 
@@ -139,7 +144,8 @@ def diagnose_main(argv: list[str]) -> int:
         print(strict_json(report))
     else:
         text = text_report(diagnosis)
-        print(text if predictions is None else f"{text}\n\n{text_predictions(predictions)}")
+        text = text if predictions is None else f"{text}\n\n{text_predictions(predictions)}"
+        print(fold(text, terminal_width()))
     return diagnosis.exit_code
 
 
@@ -156,5 +162,5 @@ def from_prometheus(
     except (PrometheusError, PromQLError) as error:
         raise CliError(str(error), EXIT_UNKNOWN) from None
     report = fleet_json_report(fleet) if args.json else None
-    print(strict_json(report) if report else fleet_text_report(fleet))
+    print(strict_json(report) if report else fold(fleet_text_report(fleet), terminal_width()))
     return fleet.exit_code

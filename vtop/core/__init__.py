@@ -10,4 +10,4 @@ rules as data (`rules`), frames from the world (`ingest`), the server"s config a
 settings (`config`), the series store (`store`), and the shared data (`frame` and the leaves).
 """
 
-__all__ = ["catalog", "frame", "histogram", "managed_server", "redact", "strict_json"]
+__all__ = ["catalog", "exit_codes", "frame", "histogram", "managed_server", "redact", "strict_json"]

@@ -58,7 +58,7 @@ def finding_lines(
 ) -> list[str]:
     """Text block for one finding and its symptoms."""
     rule = finding.rule
-    labels = ", ".join(f"{k}={v}" for k, v in finding.labels)
+    labels = ", ".join(f"{k}={v}" for k, v in finding.labels if k != "model_name")
     head = f"{indent}[{rule.severity.upper()}] {rule.id} {rule.title} ({rule.phase})"
     lines = [head + (f" {{{labels}}}" if labels else ""), f"{indent}  {finding.diagnosis}"]
     evidence = ", ".join(f"{k}={_number(v)}" for k, v in finding.evidence.items())
@@ -76,9 +76,20 @@ def finding_lines(
     return lines
 
 
+def served_name(model: str) -> str:
+    """The model as its users name it: a path's last part (`/models/llama-3-8b` ->
+    `llama-3-8b`, so a recording does not show the recording host's directories); a hub id
+    (`meta-llama/Llama-3.1-8B`) as it is."""
+    if model.startswith(("/", "./", "../", "~")):
+        return model.rstrip("/").rsplit("/", 1)[-1] or model
+    return model
+
+
 def text_report(diagnosis: Diagnosis) -> str:
-    """The human-readable report."""
-    lines = [f"vtop diagnose {diagnosis.target} over {diagnosis.window_s:.0f} s"]
+    """The human-readable report (fold it to the terminal's width to print it)."""
+    model = diagnosis.config.settings.get("model")
+    named = f" ({served_name(str(model.value))})" if model is not None else ""
+    lines = [f"vtop diagnose {diagnosis.target}{named} over {diagnosis.window_s:.0f} s"]
     if diagnosis.triage is None:
         lines.append(f"VERDICT: could not diagnose - {diagnosis.reason}")
         return "\n".join(lines + _quality_lines(diagnosis))
@@ -87,13 +98,17 @@ def text_report(diagnosis: Diagnosis) -> str:
     if diagnosis.stopped_answering:
         lines.append(f"ENDPOINT STOPPED ANSWERING: {diagnosis.stopped_answering}.")
         lines.append(f"  {STOPPED_HINT}")
-    if triage.primary is None or triage.primary.rule.severity == "info":
+    if diagnosis.verdict == "incomplete":
+        lines.append("Not healthy yet: the window saw what no rule has judged.")
+        lines += [f"  {line}" for line in diagnosis.not_judged]
+    elif triage.primary is None or triage.primary.rule.severity == "info":
         lines.append("No warning or critical finding.")
     lines += _quality_lines(diagnosis)
     for index, finding in enumerate(triage.findings):
         lines.append("")
         lines.append("PRIMARY" if index == 0 and finding.rule.severity != "info" else "ALSO")
         lines += finding_lines(finding, "  ", diagnosis.config)
+        lines += _shortened_hold(finding, diagnosis)
     lines += _pending_lines(triage.pending)
     lines += _statistics_lines(diagnosis)
     if triage.unchecked:
@@ -104,6 +119,17 @@ def text_report(diagnosis: Diagnosis) -> str:
     if diagnosis.events:
         lines += ["", "EVENTS", *(f"  {event_text(event)}" for event in diagnosis.events)]
     return "\n".join(lines)
+
+
+def _shortened_hold(finding: Finding, diagnosis: Diagnosis) -> list[str]:
+    """Where a short window judged a finding before its full `for:`, how long it held."""
+    held = diagnosis.time - finding.since
+    if held >= finding.rule.for_s:
+        return []
+    return [
+        f"    held {held:.0f} s of the {diagnosis.window_s:.0f} s window "
+        f"(its for: is {finding.rule.for_s:g} s)"
+    ]
 
 
 def _pending_lines(pending: tuple[Pending, ...]) -> list[str]:
@@ -147,7 +173,9 @@ def _statistics_lines(diagnosis: Diagnosis) -> list[str]:
         )
     settings = diagnosis.config.settings
     known = ", ".join(
-        f"{name}={value.value} ({value.source})" for name, value in sorted(settings.items())
+        f"{name}={served_name(str(value.value)) if name == 'model' else value.value} "
+        f"({value.source})"
+        for name, value in sorted(settings.items())
     )
     lines.append(f"  config: {known or 'nothing known'}")
     return lines
@@ -221,6 +249,7 @@ def json_report(diagnosis: Diagnosis) -> dict[str, Any]:
         "exit_code": diagnosis.exit_code,
         "reason": diagnosis.reason,
         "stopped_answering": diagnosis.stopped_answering,
+        "not_judged": list(diagnosis.not_judged),
         "primary": finding_json(triage.primary, diagnosis.config)
         if triage and triage.primary
         else None,

@@ -25,6 +25,8 @@ from vtop.core.rules.promql.evaluator import (
 from vtop.core.rules.rule import PHASES, SEVERITIES, Rule, Suggestion
 from vtop.core.store.store import Store
 
+DEBOUNCE_MAX_S = 10.0
+"""The longest `for:` that only debounces a flapping condition (see `Engine.hold_cap_s`)."""
 PHASE_ORDER = {phase: index for index, phase in enumerate(PHASES)}
 SEVERITY_ORDER = {severity: index for index, severity in enumerate(SEVERITIES)}
 
@@ -154,6 +156,12 @@ class Engine:
     """Per (target, rule id): since when the condition has held, per label set."""
     lazy: bool = True
     """Leave an operator's right side unread when its left is empty (see `Context.lazy`)."""
+    hold_cap_s: float | None = None
+    """The longest debounce hold a rule needs (None: each its own `for:`). A one-shot window
+    shorter than a rule's `for:` sets it (`one_shot_hold_s`): a condition that held through
+    most of what was seen is judged, not left pending until after the window ends. Only holds
+    of up to DEBOUNCE_MAX_S are debounces; a longer one is part of the evidence (a GPU's clocks
+    over 30 s) and a shorter window leaves that rule not checked."""
     _picks: Picks = field(default_factory=dict)
     """The selectors' picks, kept across ticks while the store and its series stay the same."""
     _picked_in: Store | None = None
@@ -201,6 +209,7 @@ class Engine:
                 unchecked.append(Unchecked(rule, (missing.name,), _how_to_know(missing.name)))
             except EvaluationError as problem:
                 errors.append(f"{rule.path}:{rule.line}: rule {rule.id}: {problem}")
+        due, pending = _promoted(due, pending, context.now)
         fired = {rule.id for rule, _, _ in due}
         findings = [
             self._finding(rule, labels, since, context)
@@ -228,16 +237,23 @@ class Engine:
         before = self.active_since.get(key, {})
         since_by_labels = {labels: before.get(labels, context.now) for labels in holding}
         self.active_since[key] = since_by_labels
+        needed = self.hold_needed_s(rule)
         pending.extend(
             Pending(rule, labels, context.now - since)
             for labels, since in since_by_labels.items()
-            if context.now - since < rule.for_s
+            if context.now - since < needed
         )
         return [
             (rule, labels, since)
             for labels, since in since_by_labels.items()
-            if context.now - since >= rule.for_s
+            if context.now - since >= needed
         ]
+
+    def hold_needed_s(self, rule: Rule) -> float:
+        """How long the rule's condition must hold to be a finding here."""
+        if self.hold_cap_s is None or rule.for_s > DEBOUNCE_MAX_S:
+            return rule.for_s
+        return min(rule.for_s, self.hold_cap_s)
 
     def _finding(self, rule: Rule, labels: Labels, since: float, context: Context) -> Finding:
         """Evidence, diagnosis and computed suggestions for a holding rule."""
@@ -249,6 +265,30 @@ class Engine:
             _change(s, context, labels) for s in rule.suggestions if _offered(s, context, labels)
         )
         return Finding(rule, labels, since, evidence, diagnosis, changes)
+
+
+def _promoted(
+    due: list[tuple[Rule, Labels, float]], pending: list[Pending], now: float
+) -> tuple[list[tuple[Rule, Labels, float]], list[Pending]]:
+    """A fallback that fired (Q0, "no limiter identified") gives way to a specific rule it
+    defers to (`unless_found`) whose condition holds but not yet for its `for:`: the limiter
+    the evidence shows outranks "none identified", so whether the answer is right never turns
+    on a hold ending a second inside or outside the window. The pending rule becomes the
+    finding, dated from when its condition began to hold."""
+    promoted: dict[tuple[str, Labels], Pending] = {}
+    kept: list[tuple[Rule, Labels, float]] = []
+    fired = {rule.id for rule, _, _ in due}
+    for rule, labels, since in due:
+        waiting_on = [p for p in pending if p.rule.id in rule.unless_found]
+        if waiting_on and not fired.intersection(rule.unless_found):
+            promoted.update({(p.rule.id, p.labels): p for p in waiting_on})
+            continue
+        kept.append((rule, labels, since))
+    if not promoted:
+        return due, pending
+    kept += [(p.rule, p.labels, now - p.held_s) for p in promoted.values()]
+    rest = [p for p in pending if (p.rule.id, p.labels) not in promoted]
+    return kept, rest
 
 
 def _offered(suggestion: Suggestion, context: Context, labels: Labels) -> bool:

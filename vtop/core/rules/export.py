@@ -205,7 +205,11 @@ def _names(rules: list[Rule]) -> dict[str, str]:
 
 
 def _unless_firing(condition: Expr, alerts: list[str]) -> Expr:
-    """The condition unless one of `alerts` fires for the same server (they come earlier in
-    the group, so their ALERTS series of this evaluation are already written)."""
-    firing = parse(f'ALERTS{{alertstate="firing", alertname=~"{"|".join(sorted(alerts))}"}}')
+    """The condition unless one of `alerts` fires or is pending for the same server (they come
+    earlier in the group, so their ALERTS series of this evaluation are already written). A
+    pending one counts: vtop reports the specific rule whose condition holds, not yet for its
+    `for:`, in place of the one that defers to it (Q0, "no limiter identified"), and an alert
+    that fired where vtop names the limiter would contradict it."""
+    names = "|".join(sorted(alerts))
+    firing = parse(f'ALERTS{{alertstate=~"firing|pending", alertname=~"{names}"}}')
     return Binary("unless", condition, firing, on=(INSTANCE,))

@@ -10,29 +10,24 @@ from dataclasses import dataclass, field
 
 from vtop.core.config.effective_config import DiagnoseOptions as DiagnoseOptions
 from vtop.core.config.server_config import ServerConfig
+from vtop.core.exit_codes import BY_SEVERITY, ExitCode, worst
 from vtop.core.frame import Frame, ScrapeStatus, TargetScrape
 from vtop.core.ingest.exposition_writer import parsed_text
 from vtop.core.ingest.feeds import Feed, sample
 from vtop.core.ingest.quality import Defect
 from vtop.core.ingest.sources.prometheus import PrometheusClient, PrometheusError, history_frames
-from vtop.core.ingest.sources.vllm_http import ScrapeOptions, cannot_connect
-from vtop.core.rules.engine import Triage, Unchecked
+from vtop.core.ingest.sources.vllm_http import ScrapeOptions, never_vllm
+from vtop.core.rules.engine import Engine, Triage, Unchecked
 from vtop.core.rules.promql.ast import selectors
 from vtop.core.rules.promql.evaluator import HOST_LEVEL_PREFIX
 from vtop.core.rules.rule import Rule
 from vtop.core.session.session import FLEET_TARGET, Mark, Session, alternation_text
+from vtop.core.session.unjudged import LENGTHEN_MARGIN_S, mechanism_shown, not_judged
 from vtop.core.store.store import DEFAULT_CAPACITY, Store
 from vtop.core.store.summary import TargetSummary, summarize
 
-LENGTHEN_MARGIN_S = 5.0
-"""Seconds sampled beyond a rule's `for:` so that it can hold for all of it."""
-EXIT_OK, EXIT_WARNING, EXIT_CRITICAL, EXIT_UNKNOWN = 0, 1, 2, 3
-EXIT_BY_SEVERITY = {
-    "ok": EXIT_OK,
-    "info": EXIT_OK,
-    "warning": EXIT_WARNING,
-    "critical": EXIT_CRITICAL,
-}
+EXIT_OK, EXIT_WARNING, EXIT_CRITICAL = ExitCode.OK, ExitCode.WARNING, ExitCode.CRITICAL
+EXIT_UNKNOWN, EXIT_INCOMPLETE = ExitCode.UNKNOWN, ExitCode.INCOMPLETE
 
 
 @dataclass
@@ -52,24 +47,30 @@ class Diagnosis:
     stopped_answering: str | None = None
     """Why the window's last scrapes failed when earlier ones answered (the triage is then
     of the evidence up to the last answer)."""
+    not_judged: list[str] = field(default_factory=list)
+    """What the window saw and could not judge (a problem no finding explains, a pending
+    rule, a rule longer than the window): a verdict with any of these is never ok."""
 
     @property
     def verdict(self) -> str:
-        """critical, warning, ok, or unknown (could not diagnose); bad data is never ok."""
+        """critical, warning, incomplete, ok, or unknown (could not diagnose); bad data, or a
+        problem the window saw without judging it, is never ok."""
         if self.triage is None:
             return "unknown"
         severity = self.triage.severity
-        if severity in ("ok", "info"):
-            return "warning" if self.data_quality or self.stopped_answering else "ok"
-        return severity
+        if severity not in ("ok", "info"):
+            return severity
+        if self.data_quality or self.stopped_answering:
+            return "warning"
+        return "incomplete" if self.not_judged else "ok"
 
     @property
     def exit_code(self) -> int:
-        """0 healthy, 1 warning (or bad data), 2 critical, 3 could not diagnose."""
-        if self.triage is None:
+        """0 healthy, 1 warning (or bad data), 2 critical, 3 could not diagnose, 4 incomplete."""
+        verdict = self.verdict
+        if verdict == "unknown":
             return EXIT_UNKNOWN
-        code = EXIT_BY_SEVERITY[self.triage.severity]
-        return max(code, EXIT_WARNING) if self.data_quality or self.stopped_answering else code
+        return EXIT_INCOMPLETE if verdict == "incomplete" else BY_SEVERITY[verdict]
 
 
 def had_traffic(store: Store, target: str, now: float, window: float) -> bool:
@@ -83,12 +84,16 @@ def had_traffic(store: Store, target: str, now: float, window: float) -> bool:
 
 
 async def window_frames(
-    feed: Feed, window_s: float, lengthen: Callable[[Frame], float] | None = None
+    feed: Feed,
+    window_s: float,
+    lengthen: Callable[[Frame], float] | None = None,
+    decided: Callable[[list[Frame]], bool] | None = None,
 ) -> list[Frame]:
     """The feed's frames for the window (the feed closed after): the one "sample a window,
-    then close" of diagnose, bundle and tune. A first frame in which no server could even be
-    connected to ends it at once: a refused port is not worth a window of waiting. With
-    `lengthen`, the first frame decides the window (what its series need to be judged). A
+    then close" of diagnose, bundle and tune. A first frame in which no server is a vLLM to
+    judge (nothing listens, an HTML page, a 4xx) ends it at once: that is not worth a window
+    of waiting. With `lengthen`, the first frame decides the window (what its series need to
+    be judged); with `decided`, the window ends as soon as the frames so far are decisive. A
     payload's junk past the series cap is not held for the window (`parsed_text`)."""
     frames: list[Frame] = []
     window = window_s
@@ -98,32 +103,76 @@ async def window_frames(
                 frame = dataclasses.replace(whole, scrapes=tuple(map(parsed_text, whole.scrapes)))
                 del whole
                 frames.append(frame)
-                if len(frames) == 1 and frame.scrapes and all(map(cannot_connect, frame.scrapes)):
+                if len(frames) == 1 and frame.scrapes and all(map(never_vllm, frame.scrapes)):
                     break
                 if len(frames) == 1 and lengthen is not None:
                     window = max(window, lengthen(frame))
                 if len(frames) >= 2 and frame.timestamp - frames[0].timestamp >= window:
+                    break
+                if decided is not None and decided(frames):
                     break
     finally:
         await feed.close()
     return frames
 
 
+MIN_DECISIVE_S = 3.0
+"""The shortest live window that may end early: a few scrapes' deltas."""
+
+
+@dataclass
+class EarlyVerdict:
+    """Ends a live window as soon as the evidence is decisive: the same primary finding on
+    two judgements in a row, after at least MIN_DECISIVE_S, that nothing later could
+    outrank: a critical one (a stall, a storm at full KV), or a queue limiter (a pinned cap,
+    a full budget) with no preemption seen (a storm would take it over). The frames are judged
+    exactly as the report will judge them."""
+
+    rules: list[Rule]
+    options: DiagnoseOptions
+    _last: str | None = None
+
+    def __call__(self, frames: list[Frame]) -> bool:
+        if frames[-1].timestamp - frames[0].timestamp < MIN_DECISIVE_S or not frames[0].scrapes:
+            return False
+        target = frames[0].scrapes[0].target
+        found = diagnose_frames(target, frames, self.rules, self.options)
+        primary = found.triage.primary if found.triage else None
+        key = primary.key if primary is not None and self._decisive(found) else None
+        decided = key is not None and key == self._last
+        self._last = key
+        return decided
+
+    @staticmethod
+    def _decisive(found: Diagnosis) -> bool:
+        """Whether the diagnosis's primary cannot be outranked by what a longer window adds."""
+        primary = found.triage.primary if found.triage else None
+        if primary is None or primary.rule.severity == "info":
+            return False
+        if primary.rule.severity == "critical":
+            return True
+        storming = any(line.startswith("seen: preemptions") for line in found.not_judged)
+        preempting = (found.summary.preemptions_per_s or 0) > 0 if found.summary else False
+        return primary.rule.phase == "queue" and not storming and not preempting
+
+
 def needed_window(
     frame: Frame, rules: list[Rule], options: DiagnoseOptions
 ) -> tuple[float, tuple[Rule, ...]]:
     """The window a one-shot triage of `frame`'s servers needs, and the rules that need more
-    than `options.window_s`: those whose every input the frame shows (the drafts of
-    speculative decoding, a GPU's power and clocks) and whose `for:` is longer. A rule whose
-    inputs are absent could not fire however long the window."""
+    than `options.window_s`: those whose mechanism the frame shows (the drafts of speculative
+    decoding, a GPU's power and clocks, multimodal items looked up) and whose `for:` is
+    longer. A rule whose inputs are absent, or all zero (the multimodal cache of a text-only
+    model), could not fire however long the window."""
     session = Session(rules, options)
     session.ingest(frame)
+    now = frame.timestamp
     longer = tuple(
         rule
         for rule in rules
         if rule.scope == "target"
         and rule.for_s > options.window_s
-        and any(_shows_every_input(rule, session.store, t) for t in session.targets)
+        and any(mechanism_shown(rule, session.store, t, now) for t in session.targets)
     )
     if not longer:
         return options.window_s, ()
@@ -194,9 +243,9 @@ def diagnosis(session: Session, target: str) -> Diagnosis:
         return found
     found.summary = summarize(session.store, target, now, window)
     if view.triage is not None:
-        found.triage = with_short_windows(
-            view.triage, session.engine.rules, session.store, target, window
-        )
+        engine, store = session.engine, session.store
+        found.triage = with_short_windows(view.triage, engine, store, target, window)
+        found.not_judged = not_judged(found.triage, engine, store, target, now, window)
     if stopped and view.last_scrape is not None:
         last = view.last_scrape
         found.stopped_answering = (
@@ -223,10 +272,25 @@ def judged_window(frames: list[Frame], rules: list[Rule], options: DiagnoseOptio
     session = Session(
         rules, options, store_capacity=max(DEFAULT_CAPACITY, len(frames)), deferred=True
     )
+    if len(frames) >= 2:
+        session.engine.hold_cap_s = one_shot_hold_s(frames[-1].timestamp - frames[0].timestamp)
     for frame in frames:
         session.ingest(frame)
     session.judge_deferred()
     return session
+
+
+def one_shot_hold_s(span_s: float) -> float:
+    """The longest hold a one-shot window of `span_s` seconds asks of a rule: its `for:`
+    where the window leaves room for it (a 15 s window judges a 10 s hold as live), else the
+    larger of half the window and the window less the margin, so a condition that held through
+    most of a short window (`--window 3` on a storm) is judged rather than left pending. Never
+    under MIN_HOLD_S: one changed delta is not a condition that holds."""
+    return max(span_s / 2, span_s - LENGTHEN_MARGIN_S, MIN_HOLD_S)
+
+
+MIN_HOLD_S = 2.0
+"""The shortest hold a one-shot window accepts (two scrapes' deltas at the default 1 s)."""
 
 
 @dataclass
@@ -243,8 +307,8 @@ class FleetDiagnosis:
         if not self.servers or all(d.triage is None for d in self.servers):
             return EXIT_UNKNOWN
         codes = [d.exit_code for d in self.servers if d.triage is not None]
-        codes.append(EXIT_BY_SEVERITY[self.fleet.severity] if self.fleet else EXIT_OK)
-        return max(codes)
+        codes.append(BY_SEVERITY[self.fleet.severity] if self.fleet else EXIT_OK)
+        return worst(codes)
 
 
 def diagnose_fleet(
@@ -258,19 +322,21 @@ def diagnose_fleet(
 
 
 def with_short_windows(
-    triage: Triage, rules: list[Rule], store: Store, target: str, window: float
+    triage: Triage, engine: Engine, store: Store, target: str, window: float
 ) -> Triage:
-    """The triage plus, under NOT CHECKED, every rule whose inputs exist but whose `for:` is
-    longer than the window sampled: it could not have fired, which is not the same as ok (and
-    is listed there rather than as pending)."""
+    """The triage plus, under NOT CHECKED, every rule whose inputs exist but that needs to hold
+    for longer than the window sampled: it could not have fired, which is not the same as ok
+    (and is listed there rather than as pending). A rule a short window can judge
+    (`Engine.hold_cap_s`) stays pending while it holds."""
     seen = {f.rule.id for f in triage.findings} | {u.rule.id for u in triage.unchecked}
     seen |= {s.rule.id for f in triage.findings for s in f.symptoms}
+    judgeable = {p.rule.id for p in triage.pending if engine.hold_needed_s(p.rule) <= window}
     short = [
         Unchecked(rule, (), _window_needed(rule.for_s, window))
-        for rule in rules
+        for rule in engine.rules
         if rule.scope == "target"
-        and rule.id not in seen
-        and rule.for_s > window
+        and rule.id not in seen | judgeable
+        and engine.hold_needed_s(rule) > window
         and _has_inputs(rule, store, target)
     ]
     listed = {u.rule.id for u in short}
@@ -282,15 +348,9 @@ def _window_needed(for_s: float, window: float) -> str:
     """How to let a rule with a long `for:` be judged."""
     needed = math.ceil(for_s + LENGTHEN_MARGIN_S)
     return (
-        f"holds only after {for_s:.0f} s (its for:) and the window was {window:.0f} s: "
+        f"needs {for_s:.0f} s (its for:) to be judged, the window was {window:.0f} s: "
         f"use --window {needed}"
     )
-
-
-def _shows_every_input(rule: Rule, store: Store, target: str) -> bool:
-    """True when every series the rule's condition reads exists for the target."""
-    names = {s.name for s in selectors(rule.expr) if not s.name.startswith("vtop:")}
-    return all(_series_of(name, store, target) for name in names)
 
 
 def _series_of(name: str, store: Store, target: str) -> bool:

@@ -197,6 +197,16 @@ def cannot_connect(scrape: TargetScrape) -> bool:
     return scrape.status is ScrapeStatus.UNREACHABLE and scrape.error.startswith(CONNECT_FAILED)
 
 
+def never_vllm(scrape: TargetScrape) -> bool:
+    """True when waiting cannot make the target a vLLM to judge: nothing listens there, it
+    answers without vLLM's series (an HTML page, another exporter), or refuses the path or
+    the key (a 4xx). A 5xx or a timeout may pass; these do not."""
+    if cannot_connect(scrape) or scrape.status is ScrapeStatus.NOT_VLLM:
+        return True
+    status = scrape.http_status
+    return scrape.status is ScrapeStatus.HTTP_ERROR and status is not None and 400 <= status < 500
+
+
 KEEPALIVE_S = 2.0
 """Below uvicorn's 5 s keep-alive, so a scrape never goes out on a connection being closed."""
 
