@@ -31,7 +31,7 @@ def test_help_lists_every_command_in_one_line_each() -> None:
 )
 def test_a_word_close_to_a_command_is_a_typo_not_a_host(typo: str, meant: str) -> None:
     ran = vtop(typo)
-    assert ran.code == 2 and f"did you mean '{meant}'" in ran.err and "Traceback" not in ran.err
+    assert ran.code == 64 and f"did you mean '{meant}'" in ran.err and "Traceback" not in ran.err
     assert ran.err.startswith("vtop: error: ")
 
 
@@ -60,7 +60,7 @@ def test_a_missing_vtop_config_is_an_error_for_every_command(tmp_path: Path) -> 
     env = {"VTOP_CONFIG": str(tmp_path / "nope.toml")}
     for argv in (("diagnose", str(DEMO), "--no-gpu"), ("--plain", "--once"), ("record", "-o", "x")):
         ran = vtop(*argv, env=env)
-        assert ran.code == 2 and "nope.toml: no such file" in ran.err, (argv, ran.text)
+        assert ran.code == 64 and "nope.toml: no such file" in ran.err, (argv, ran.text)
 
 
 def test_diagnose_a_recording_between_from_and_to() -> None:
@@ -92,7 +92,7 @@ def test_whatif_predicts_the_demo_fix_and_refuses_what_it_cannot_model(tmp_path:
     text = vtop("whatif", str(DEMO), "--to", "75", "--set", "max-num-seqs=1")
     assert "PREDICTED for --max-num-seqs 1" in text.out and "preemptions/s" in text.out
     unknown = vtop("whatif", str(DEMO), "--set", "enforce-eager=1")
-    assert unknown.code == 2 and "the model changes only" in unknown.err
+    assert unknown.code == 64 and "the model changes only" in unknown.err
     idle = vtop("whatif", str(DEMO), "--to", "2", "--set", "max-num-seqs=1")
     assert idle.code == 3 and "cannot model this window" in idle.err and "Traceback" not in idle.err
     refused = vtop("whatif", str(DEMO), "--to", "2", "--set", "max-num-seqs=1", "--json")

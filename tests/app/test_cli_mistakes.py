@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import time
@@ -29,18 +30,27 @@ def test_help_cmd_shows_the_commands_help_and_dash_v_the_version() -> None:
 
 
 @pytest.mark.parametrize("word", ["foo", "gpu-host", "status"])
-def test_a_bare_word_is_not_a_host_on_port_80(word: str) -> None:
+def test_a_bare_word_that_is_no_host_is_refused_and_never_port_80(word: str) -> None:
     ran = vtop(word, "--once", "--samples", "1", "--no-gpu")
-    assert ran.code == 2 and refused(ran.code, ran.err), ran.text
-    assert "is not a command, a URL or host:port" in ran.err
+    assert ran.code == 64 and refused(ran.code, ran.err), ran.text
+    assert "is not a command, and no host of that name resolves" in ran.err
     assert "http://" + word + "/" not in ran.text and f"http://{word}:80" not in ran.text
+
+
+def test_a_bare_host_name_that_resolves_is_a_server_on_vllms_port() -> None:
+    host = socket.gethostname()  # resolves through /etc/hosts, as a cluster's node17 does
+    assert "." not in host and socket.getaddrinfo(host, None), host
+    ran = vtop(host, "--once", "--samples", "1", "--no-gpu", "--timeout", "1")
+    assert f"http://{host}:8000 " in ran.out and ran.code == 3, ran.text
+    helped = vtop("help", "nosuch")
+    assert helped.code == 64 and "no command 'nosuch'" in helped.err, helped.text
 
 
 def test_a_bare_host_gets_vllms_port_and_a_scheme_must_be_http() -> None:
     ran = vtop("127.0.0.1", "--once", "--samples", "1", "--no-gpu", "--timeout", "1")
     assert "http://127.0.0.1:8000 " in ran.out, ran.text
     ftp = vtop("diagnose", "ftp://127.0.0.1:8000", "--no-gpu")
-    assert ftp.code == 2 and "unsupported scheme 'ftp'" in ftp.err, ftp.text
+    assert ftp.code == 64 and "unsupported scheme 'ftp'" in ftp.err, ftp.text
 
 
 @pytest.mark.parametrize(
@@ -55,7 +65,7 @@ def test_flags_are_never_abbreviated_and_a_near_miss_gets_a_did_you_mean(
     args: tuple[str, ...], meant: str
 ) -> None:
     ran = vtop(*args)
-    assert ran.code == 2 and "unrecognized arguments" in ran.err, ran.text
+    assert ran.code == 64 and "unrecognized arguments" in ran.err, ran.text
     assert f"did you mean {meant}?" in ran.err
 
 
@@ -127,7 +137,7 @@ def test_record_and_bundle_of_a_server_that_never_answered_exit_non_zero(tmp_pat
 )
 def test_kv_refuses_sizes_at_or_below_zero(args: tuple[str, ...]) -> None:
     ran = vtop("kv", *args)
-    assert ran.code == 2 and refused(ran.code, ran.err), ran.text
+    assert ran.code == 64 and refused(ran.code, ran.err), ran.text
     assert "capacity" not in ran.out
 
 
@@ -139,7 +149,7 @@ def test_ps_lists_servers_only_and_serve_without_vllm_says_what_to_do(tmp_path: 
     listed = vtop("ps", env=env)
     assert listed.code == 0 and listed.out.strip() == "no managed servers", listed.text
     served = vtop("serve", "--no-dashboard", "--", "some-model", env=env)
-    assert served.code == 2 and "is not installed here" in served.err, served.text
+    assert served.code == 64 and "is not installed here" in served.err, served.text
     assert "--command" in served.err and "pip install" in served.err
 
 

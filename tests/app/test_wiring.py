@@ -116,4 +116,4 @@ def test_bundle_and_tune_take_rules_and_every_command_repeats_it(tmp_path: Path)
     watching = vtop("--rules", str(extra), "--rules", missing, "--help")
     assert watching.code == 0 and "repeatable" in watching.out
     tuned = vtop("tune", "nothing-managed", "--rules", missing)
-    assert tuned.code == 2 and "missing" in tuned.err, tuned.text
+    assert tuned.code == 64 and "missing" in tuned.err, tuned.text

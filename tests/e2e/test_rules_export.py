@@ -68,7 +68,7 @@ def test_settings_given_to_the_export_make_more_rules_exportable(tmp_path: Path)
         capture_output=True,
         text=True,
     )
-    assert bad.returncode == 2 and "NAME=NUMBER" in bad.stderr
+    assert bad.returncode == 64 and "NAME=NUMBER" in bad.stderr
 
 
 def test_rules_check_reports_file_and_line(tmp_path: Path) -> None:

@@ -119,7 +119,7 @@ def test_serve_refuses_a_port_that_is_already_taken(tmp_path: Path) -> None:
             str(port),
             env={"VTOP_STATE_DIR": str(tmp_path)},
         )
-    assert ran.code == 2 and f"port {port} is already in use" in ran.err, ran.text
+    assert ran.code == 64 and f"port {port} is already in use" in ran.err, ran.text
 
 
 def test_a_state_file_without_the_kernel_start_time_is_never_trusted(tmp_path: Path) -> None:

@@ -9,9 +9,11 @@ chance); an unknown word close to a command is a typo, not a host name.
 
 from __future__ import annotations
 
+import concurrent.futures
 import difflib
 import os
 import signal
+import socket
 import sys
 from collections.abc import Sequence
 
@@ -47,6 +49,10 @@ def dispatch(args: list[str]) -> int:
     if args and args[0] in COMMANDS:
         return COMMANDS[args[0]].run(args[1:])
     if args and args[0] == "help" and len(args) > 1:
+        if args[1] not in COMMANDS:
+            meant = typo_of(args[1])
+            close = f": did you mean {meant!r}?" if meant else ""
+            raise CliError(f"help: no command {args[1]!r}{close} (`vtop --help` lists them)")
         return dispatch([args[1], "--help"])
     if args and args[0] in ("-h", "--help", "help"):
         print(usage(), end="")
@@ -59,9 +65,34 @@ def dispatch(args: list[str]) -> int:
             f"unknown command {args[0]!r}: did you mean {meant!r}? "
             "(a server needs a host:port or a URL; `vtop --help` lists the commands)"
         )
+    if args and is_bare_word(args[0]) and not resolves(args[0]):
+        raise CliError(
+            f"{args[0]!r} is not a command, and no host of that name resolves (a server is "
+            "HOST, HOST:PORT or http://HOST:PORT; `vtop --help` lists the commands)"
+        )
     from vtop.cli.dashboard import monitor_main
 
     return monitor_main(args)
+
+
+RESOLVE_DEADLINE_S = 2.0
+
+
+def is_bare_word(word: str) -> bool:
+    """A first word with no port, dot, slash or scheme: a command or a bare host name."""
+    return not word.startswith("-") and not any(mark in word for mark in ":./")
+
+
+def resolves(host: str) -> bool:
+    """True when the name resolves within RESOLVE_DEADLINE_S (a bare host is then a server on
+    vLLM's port; one that does not is a mistyped command far from any, not a host to wait on)."""
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+    lookup = pool.submit(socket.getaddrinfo, host, None)
+    pool.shutdown(wait=False)
+    try:
+        return bool(lookup.result(timeout=RESOLVE_DEADLINE_S))
+    except (OSError, UnicodeError, concurrent.futures.TimeoutError):
+        return False
 
 
 def end_by_sigpipe() -> int:

@@ -13,6 +13,7 @@ from rich.table import Table
 
 from vtop.cli.options import parser as options_parser
 from vtop.core.config.settings import API_KEY_ENV, DEFAULT_URL, server_url
+from vtop.core.exit_codes import ExitCode
 from vtop.core.ingest.sources.vllm_http import ScrapeOptions
 from vtop.core.manage.bench import Bench, BenchConfig, Lengths
 from vtop.core.manage.bench_report import BenchReport, Percentiles
@@ -147,7 +148,7 @@ async def _run(config: BenchConfig, show_progress: bool) -> BenchReport:
 
 
 def bench_main(argv: list[str]) -> int:
-    """Run `vtop bench`; exit 1 when any request failed, 2 when it could not start."""
+    """Run `vtop bench`; exit 1 when any request failed, 3 when it could not start."""
     args = bench_parser().parse_args(argv)
     config = config_from_args(args)
     engine_url = server_url(args.engine) if args.engine else config.url
@@ -156,8 +157,8 @@ def bench_main(argv: list[str]) -> int:
         run = _run(config, sys.stderr.isatty() and not args.json)
         report, engine = asyncio.run(beside_engine(run, engine_url, scraping))
     except Exception as error:
-        print(f"vtop bench: cannot run against {config.url}: {error}", file=sys.stderr)
-        return 2
+        print(f"vtop: error: bench: cannot run against {config.url}: {error}", file=sys.stderr)
+        return ExitCode.UNKNOWN
     if args.json:
         print(strict_json({**report.as_dict(), "engine": engine_json(report, engine)}))
     else:

@@ -18,13 +18,14 @@ from vtop.cli.options import (
     rules_of,
     settings_from,
 )
+from vtop.core.exit_codes import ExitCode
 from vtop.core.frame import Frame
 from vtop.core.ingest.bundle import BundleContents, write_bundle
 from vtop.core.ingest.open_feed import first_server, open_feed
 from vtop.core.session.diagnose import Diagnosis, diagnose_frames, window_frames
 from vtop.text.report import json_report
 
-EXIT_FAILED = 3
+EXIT_FAILED = ExitCode.UNKNOWN
 
 
 def bundle_contents(diagnosis: Diagnosis, log_text: str | None, argv: str | None) -> BundleContents:
@@ -71,9 +72,9 @@ def bundle_main(argv: list[str]) -> int:
     else:
         feed = open_feed(first_server(settings), gpus=not args.no_gpu)
         frames = asyncio.run(window_frames(feed, args.duration))
-    options = diagnose_options_of(settings, EXIT_FAILED, read_gpus=not args.no_gpu)
+    options = diagnose_options_of(settings, read_gpus=not args.no_gpu)
     target = next((s.target for f in frames for s in f.scrapes), args.source)
-    diagnosis = diagnose_frames(target, frames, rules_of(settings, EXIT_FAILED), options)
+    diagnosis = diagnose_frames(target, frames, rules_of(settings), options)
     output = args.output or Path(time.strftime("vtop-bundle-%Y%m%d-%H%M%S.tar.gz"))
     write_bundle(output, frames, bundle_contents(diagnosis, options.vllm_log, settings.vllm_args))
     silent = never_answered(frames)

@@ -16,6 +16,7 @@ from vtop.cli.options import (
     add_target_options,
     add_view_options,
     diagnose_options_of,
+    not_negative_float,
     parser,
     rules_of,
     settings_from,
@@ -30,7 +31,6 @@ DEMO_RECORDING = "storm.vtoprec"
 NOT_A_TERMINAL = (
     "vtop: stdout is not a terminal: printing plain lines (--plain) instead of the dashboard"
 )
-EXIT_SETTINGS = 2
 
 
 def monitor_parser() -> argparse.ArgumentParser:
@@ -83,7 +83,7 @@ def monitor_main(argv: list[str]) -> int:
 def plain_lines(settings: Settings, feed: Feed, ticks: int | None = None) -> int:
     """`--plain`: a line per server per frame instead of the dashboard."""
     rules = rules_of(settings)
-    options = diagnose_options_of(settings, EXIT_SETTINGS)
+    options = diagnose_options_of(settings)
     return asyncio.run(run_plain(feed, rules, options, ticks))
 
 
@@ -98,7 +98,7 @@ def run_dashboard(
         print(NOT_A_TERMINAL, file=sys.stderr)
         return plain_lines(settings, feed)
     rules = rules_of(settings)
-    options = diagnose_options_of(settings, EXIT_SETTINGS)
+    options = diagnose_options_of(settings)
     app = VtopApp(settings, feed, rules, options, server=server, readonly=readonly)
     app.tune_gc = True
     code = app.run()
@@ -110,7 +110,7 @@ def replay_parser(prog: str, description: str) -> argparse.ArgumentParser:
     replay = parser(prog, description)
     replay.add_argument(
         "--speed",
-        type=float,
+        type=not_negative_float,
         help="times real time; 0 = at once (default: 1, or 0 with --plain)",
     )
     replay.add_argument("--plain", action="store_true", help="plain text lines, one per frame")

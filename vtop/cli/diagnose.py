@@ -7,6 +7,7 @@ import asyncio
 import dataclasses
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from vtop.cli.errors import CliError
@@ -84,11 +85,13 @@ def window_of(
     settings: Settings,
     options: DiagnoseOptions,
     rules: list[Rule] | None = None,
+    command: str | None = None,
 ) -> tuple[list[Frame], DiagnoseOptions]:
     """The frames to judge: a recording's (between --from and --to), or the first server's
     for the window; and the options with the window sampled. Given the rules and no
     --window, a live window is lengthened to what the rules whose inputs the server shows
-    need (said on stderr at the start)."""
+    need (said on stderr at the start). Given the `command` (vtop whatif), a live window
+    says its progress on stderr, and a server that never answered as a vLLM is refused."""
     if path is not None:
         return between(read_frames(path), args.start, args.end), options
     if args.start is not None or args.end is not None:
@@ -115,8 +118,39 @@ def window_of(
     early = None
     if rules is not None and args.window is None:
         early = EarlyVerdict(rules, options)
-    frames = asyncio.run(window_frames(feed, options.window_s, chosen, early))
+    told = Progress(command) if command is not None else None
+    if told is not None and options.window_s > PROGRESS_EVERY_S / 2:
+        url = settings.urls[0] if settings.urls else "the server"
+        print(f"{command}: sampling {url} for {options.window_s:g} s", file=sys.stderr)
+    frames = asyncio.run(window_frames(feed, options.window_s, chosen, early, told))
+    if command is not None:
+        refuse_unanswered(command, frames)
     return frames, dataclasses.replace(options, window_s=sampled)
+
+
+PROGRESS_EVERY_S = 10.0
+
+
+@dataclass
+class Progress:
+    """`vtop whatif: 10 s of 30 sampled` on stderr every PROGRESS_EVERY_S of a live window, so a
+    command that samples for half a minute never sits silent."""
+
+    command: str
+    _said: float = 0.0
+
+    def __call__(self, sampled: float, window: float) -> None:
+        if sampled - self._said >= PROGRESS_EVERY_S and sampled < window:
+            self._said = sampled
+            print(f"{self.command}: {sampled:.0f} s of {window:.0f} sampled", file=sys.stderr)
+
+
+def refuse_unanswered(command: str, frames: list[Frame]) -> None:
+    """A live window in which the server never answered as a vLLM: one line, exit 3."""
+    scrapes = [scrape for frame in frames for scrape in frame.scrapes]
+    if scrapes and not any(scrape.ok for scrape in scrapes):
+        last = scrapes[-1]
+        raise CliError(f"{command}: {last.target}: {last.status.value}: {last.error}", EXIT_UNKNOWN)
 
 
 def diagnose_main(argv: list[str]) -> int:
@@ -125,8 +159,8 @@ def diagnose_main(argv: list[str]) -> int:
     path = file_argument(args.url) if args.url else None
     urls = (args.url,) if args.url and path is None else None
     settings = settings_from(args, urls=urls)
-    rules = rules_of(settings, EXIT_UNKNOWN)
-    options = diagnose_options_of(settings, EXIT_UNKNOWN, read_gpus=not args.no_gpu)
+    rules = rules_of(settings)
+    options = diagnose_options_of(settings, read_gpus=not args.no_gpu)
     if args.prometheus:
         return from_prometheus(args, settings, rules, options)
     frames, options = window_of(args, path, settings, options, rules)
@@ -135,7 +169,7 @@ def diagnose_main(argv: list[str]) -> int:
     diagnosis, session = judged_diagnosis(target, frames, rules, options)
     predictions = None
     if not args.no_predict:
-        profiles = step_profiles_of(EXIT_UNKNOWN)
+        profiles = step_profiles_of()
         predictions = primary_predictions(session, diagnosis, profiles)
         warn_unkept(profiles)
     if args.json:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-EXIT_USAGE = 2
+from vtop.core.exit_codes import ExitCode
+
+EXIT_USAGE = ExitCode.USAGE
+"""64 (sysexits' EX_USAGE): never 2, which `vtop diagnose` returns for a critical finding."""
 
 
 class CliError(Exception):

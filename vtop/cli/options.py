@@ -8,7 +8,7 @@ import difflib
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from vtop.cli.errors import EXIT_USAGE, CliError
 from vtop.core.config.effective_config import DiagnoseOptions
@@ -21,8 +21,6 @@ from vtop.core.rules.rule import Rule, RuleFileError
 
 if TYPE_CHECKING:
     from vtop.core.whatif.profile import StepProfiles
-
-EXIT_RULES = EXIT_USAGE
 
 
 class Formatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -57,6 +55,11 @@ class Parser(argparse.ArgumentParser):
         if unknown:
             self.error(self.unknown_message(unknown))
         return parsed
+
+    def error(self, message: str) -> NoReturn:
+        """A usage mistake as one line, `vtop: error: PROG: MESSAGE`, and exit code 64 (the
+        usage block is what `--help` is for)."""
+        raise CliError(f"{self.prog}: {message} (`{self.prog} --help` lists the flags)")
 
     def long_flags(self) -> set[str]:
         """Every flag this parser and its subcommands take."""
@@ -209,7 +212,7 @@ def settings_from(args: argparse.Namespace, **more: Any) -> Settings:
     return settings
 
 
-def rules_of(settings: Settings, code: int = EXIT_RULES) -> list[Rule]:
+def rules_of(settings: Settings, code: int = EXIT_USAGE) -> list[Rule]:
     """The shipped rules plus the settings' rule directories (errors as file:line)."""
     try:
         return load_rules([PACKAGED, *(Path(d) for d in settings.rules_dir)])
@@ -217,7 +220,7 @@ def rules_of(settings: Settings, code: int = EXIT_RULES) -> list[Rule]:
         raise CliError(str(error), code) from None
 
 
-def step_profiles_of(code: int) -> StepProfiles:
+def step_profiles_of(code: int = EXIT_USAGE) -> StepProfiles:
     """The model's step-time profiles in the state directory (an error naming the file and
     line when it is damaged). The model is imported here: the dashboard needs it only when a
     key asks for a prediction."""
@@ -235,7 +238,9 @@ def warn_unkept(profiles: StepProfiles) -> None:
         print(f"vtop: warning: {profiles.write_error}", file=sys.stderr)
 
 
-def diagnose_options_of(settings: Settings, code: int, read_gpus: bool = True) -> DiagnoseOptions:
+def diagnose_options_of(
+    settings: Settings, code: int = EXIT_USAGE, read_gpus: bool = True
+) -> DiagnoseOptions:
     """The diagnosis options every command uses: the settings, the log they name (read here),
     and the KV geometry of the model the flags or the log name (its config.json, read here:
     the core reads no file)."""

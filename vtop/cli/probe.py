@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 
+from vtop.cli.errors import CliError
 from vtop.cli.options import (
     add_rules_option,
     add_target_options,
@@ -19,6 +20,7 @@ from vtop.core.ingest.open_feed import probe_options, scrape_options
 from vtop.core.ingest.sources.probe import ProbeOptions
 from vtop.core.ops.front_door import probe_front_door
 from vtop.core.strict_json import strict_json
+from vtop.text.fold import fold, terminal_width
 from vtop.text.probe import json_probe, text_probe
 
 ENDPOINTS = {"completions": ("completions",), "chat": ("chat",), "both": ("completions", "chat")}
@@ -76,5 +78,9 @@ def probe_main(argv: list[str]) -> int:
             rules_of(settings),
         )
     )
-    print(strict_json(json_probe(door)) if args.json else text_probe(door))
+    if door.unanswered is not None and not args.json:
+        raise CliError(
+            f"probe: {url}: no canary got a streamed answer: {door.unanswered}", door.exit_code
+        )
+    print(strict_json(json_probe(door)) if args.json else fold(text_probe(door), terminal_width()))
     return door.exit_code

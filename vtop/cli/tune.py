@@ -15,13 +15,14 @@ from vtop.cli.options import (
     warn_unkept,
 )
 from vtop.cli.serve import pick_server
+from vtop.core.exit_codes import ExitCode
 from vtop.core.manage.apply import Applied
 from vtop.core.manage.bench import BenchConfig, Lengths
 from vtop.core.manage.verdict import comparison_lines, measurement_table
 from vtop.core.managed_server import is_alive, state_dir
 from vtop.core.ops.tune import NotApplied, TuneOptions, tune
 
-EXIT_ROLLED_BACK, EXIT_NOTHING = 1, 2
+EXIT_ROLLED_BACK, EXIT_NOTHING = ExitCode.WARNING, ExitCode.UNKNOWN
 
 
 def tune_parser() -> argparse.ArgumentParser:
@@ -74,7 +75,7 @@ def tune_main(argv: list[str]) -> int:
         args.finding,
         not args.no_rollback,
         warmup,
-        step_profiles_of(EXIT_NOTHING),
+        step_profiles_of(),
     )
     result = asyncio.run(tune(state, options))
     if options.profiles is not None:

@@ -19,14 +19,16 @@ from vtop.cli.options import (
     step_profiles_of,
     warn_unkept,
 )
+from vtop.core.config.server_config import ServerConfig
 from vtop.core.config.settings import DEFAULT_URL
+from vtop.core.exit_codes import ExitCode
 from vtop.core.session.diagnose import judged_window
 from vtop.core.strict_json import strict_json
 from vtop.core.whatif.calibrate import CannotModelError
 from vtop.core.whatif.predict import FLAGS, whatif
 from vtop.text.whatif import json_refusal, json_whatif, text_whatif
 
-EXIT_CANNOT = 3
+EXIT_CANNOT = ExitCode.UNKNOWN
 DEFAULT_WINDOW_S = 30.0
 
 
@@ -43,7 +45,36 @@ def _change(text: str) -> tuple[str, float]:
         raise argparse.ArgumentTypeError(f"expected FLAG=NUMBER, got {text!r}")
     if flag not in FLAGS:
         raise argparse.ArgumentTypeError(f"{flag}: the model changes only {', '.join(FLAGS)}")
+    if not number.is_integer() or number < SMALLEST[flag]:
+        raise argparse.ArgumentTypeError(
+            f"{flag} {value.strip()}: vLLM takes a whole number of at least {SMALLEST[flag]}"
+        )
     return flag, number
+
+
+SMALLEST = {
+    "--max-num-seqs": 1,
+    "--max-num-batched-tokens": 1,
+    "--num-gpu-blocks-override": 1,
+    "--block-size": 1,
+    "--kv-cache-memory-bytes": 1,
+}
+"""The least value vLLM accepts for each flag the model changes (vllm/config/scheduler.py and
+cache.py: max_num_seqs, max_num_batched_tokens and block_size are `ge=1`/`gt=0`; a pool of no
+blocks or no bytes holds no request)."""
+
+
+def refused_by_vllm(changes: dict[str, float], config: ServerConfig) -> str | None:
+    """Why vLLM would refuse the changed flags together with the server's other settings
+    (SchedulerConfig.verify_max_model_len: the token budget at least max-num-seqs), or None."""
+    seqs = changes.get("--max-num-seqs", config.number("max_num_seqs"))
+    budget = changes.get("--max-num-batched-tokens", config.number("max_num_batched_tokens"))
+    if seqs is not None and budget is not None and budget < seqs:
+        return (
+            f"vLLM refuses --max-num-batched-tokens {budget:.0f} below --max-num-seqs "
+            f"{seqs:.0f} (max_num_batched_tokens must be greater than or equal to max_num_seqs)"
+        )
+    return None
 
 
 def whatif_parser() -> argparse.ArgumentParser:
@@ -104,9 +135,9 @@ def _whatif(args: argparse.Namespace) -> int:
     path = file_argument(args.url) if args.url else None
     urls = (args.url,) if args.url and path is None else None
     settings = settings_from(args, urls=urls)
-    rules = rules_of(settings, EXIT_CANNOT)
-    options = diagnose_options_of(settings, EXIT_CANNOT, read_gpus=False)
-    frames, options = window_of(args, path, settings, options)
+    rules = rules_of(settings)
+    options = diagnose_options_of(settings, read_gpus=False)
+    frames, options = window_of(args, path, settings, options, command="vtop whatif")
     targets = [scrape.target for frame in frames for scrape in frame.scrapes]
     if not targets:
         raise CliError("no frames in the window", EXIT_CANNOT)
@@ -115,9 +146,12 @@ def _whatif(args: argparse.Namespace) -> int:
     state = session.targets.get(target)
     if state is None:
         raise CliError(f"{target}: not in the window", EXIT_CANNOT)
+    refusal = refused_by_vllm(dict(args.changes), state.config)
+    if refusal is not None:
+        raise CliError(f"whatif: {refusal}")
     now = frames[-1].timestamp
     window = max(now - frames[0].timestamp, 1.0)
-    profiles = step_profiles_of(EXIT_CANNOT)
+    profiles = step_profiles_of()
     try:
         prediction = whatif(
             session.store,

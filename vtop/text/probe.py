@@ -69,12 +69,15 @@ def text_probe(door: FrontDoor) -> str:
         if client and engine.ttft_mean_s:
             ratio = (sum(client) / len(client)) / engine.ttft_mean_s
             lines.append(f"  the user's first token came {ratio:.1f}x later than the engine's")
-    lines += [
-        "",
-        "PATH FINDINGS"
-        if door.findings
-        else "PATH: no finding (the stream reaches the client as vLLM sends it)",
-    ]
+    if door.unanswered is not None:
+        lines += ["", f"PATH: not judged: no canary got a streamed answer: {door.unanswered}"]
+    else:
+        lines += [
+            "",
+            "PATH FINDINGS"
+            if door.findings
+            else "PATH: no finding (the stream reaches the client as vLLM sends it)",
+        ]
     for finding in door.findings:
         lines += [f"  {line}" for line in finding_lines(finding)]
     return "\n".join(lines)

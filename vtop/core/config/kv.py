@@ -123,12 +123,31 @@ def dtype_bytes(dtype: str) -> int:
 def bytes_per_token(
     shape: ModelShape, kv_cache_dtype: str = "auto", tp: int = 1, pp: int = 1
 ) -> int:
-    """KV bytes one token occupies on one GPU."""
+    """KV bytes one token occupies on one GPU (ValueError for a split vLLM refuses)."""
+    refusal = tp_refusal(shape, tp)
+    if refusal is not None:
+        raise ValueError(refusal)
     element = dtype_bytes(shape.dtype if kv_cache_dtype == "auto" else kv_cache_dtype)
     factor = 1 if shape.mla else 2
     heads = shape.kv_heads if shape.mla else max(1, shape.kv_heads // tp)
     layers = math.ceil(shape.layers / pp)
     return factor * layers * heads * shape.head_dim * element
+
+
+def tp_refusal(shape: ModelShape, tp: int) -> str | None:
+    """Why vLLM would refuse to split the KV heads over `tp` GPUs, or None: its QKV layer
+    divides the KV heads evenly over the ranks, or replicates each head over a whole number of
+    ranks when there are fewer heads than ranks (QKVParallelLinear). An MLA latent is one head
+    replicated on every rank."""
+    if shape.mla or tp <= 1:
+        return None
+    heads = shape.kv_heads
+    if (heads >= tp and heads % tp == 0) or (heads < tp and tp % heads == 0):
+        return None
+    return (
+        f"--tp {tp} does not divide {heads} KV heads evenly (vLLM needs the KV heads to be a "
+        f"multiple of the tensor-parallel size, or the size a multiple of the heads)"
+    )
 
 
 def capacity_tokens(kv_bytes: float, per_token: int, block_size: int = 16) -> int:

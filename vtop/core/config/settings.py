@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import os
+import re
 import tomllib
 import urllib.parse
 from collections.abc import Mapping
@@ -105,8 +106,8 @@ ENV_NAMES = {
 
 def server_url(text: str) -> str:
     """A server as a base URL: `http(s)://...` as given, `host:port` over http, and a bare
-    host (an IP address, `localhost` or a dotted name) on vLLM's port 8000. Anything else is
-    refused: a word is never taken for a host on port 80."""
+    host (an IP address, `localhost`, a dotted name or a host name such as `node17`) on
+    vLLM's port 8000, never on port 80. Anything else is refused."""
     text = text.strip()
     given = "://" in text
     scheme = text.split("://", 1)[0].lower() if given else "http"
@@ -116,8 +117,8 @@ def server_url(text: str) -> str:
     try:
         parts = urllib.parse.urlsplit(url)
         port = parts.port
-    except ValueError as error:
-        raise ValueError(f"{text}: {error}") from None
+    except ValueError:
+        raise ValueError(f"{text}: the port must be a number from 1 to 65535") from None
     host = parts.hostname or ""
     if not host:
         raise ValueError(f"{text}: no host in the URL")
@@ -132,12 +133,15 @@ def server_url(text: str) -> str:
 
 
 def _looks_like_host(host: str) -> bool:
-    """An IP address, localhost, or a name with a dot in it."""
+    """An IP address, or a host name: labels of letters, digits and inner hyphens (RFC 1123)."""
     try:
         ipaddress.ip_address(host)
     except ValueError:
-        return host == "localhost" or "." in host
+        return all(HOST_LABEL.fullmatch(label) for label in host.split("."))
     return True
+
+
+HOST_LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
 
 
 def config_path(env: Mapping[str, str]) -> Path:

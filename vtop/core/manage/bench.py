@@ -251,11 +251,27 @@ async def one_request(
         return RequestResult(ok=False, error=f"bad response: {type(error).__name__}")
 
 
+class NotAnApiError(Exception):
+    """The URL does not serve an OpenAI-compatible API (no model list to read)."""
+
+
 async def detect_model(client: httpx.AsyncClient, base_url: str) -> str:
-    """The first model the server lists at /v1/models."""
-    response = await client.get(base_url.rstrip("/") + "/v1/models")
-    response.raise_for_status()
-    return str(response.json()["data"][0]["id"])
+    """The first model the server lists at /v1/models (NotAnApiError, in one line, when the
+    server answers anything else: an HTML page, a 404, a list without models)."""
+    url = base_url.rstrip("/") + "/v1/models"
+    try:
+        response = await client.get(url)
+    except httpx.HTTPError as error:
+        raise NotAnApiError(f"unreachable: {type(error).__name__}: {error}") from None
+    if response.status_code != HTTP_OK:
+        raise NotAnApiError(f"HTTP {response.status_code} from {url}: not an OpenAI API")
+    try:
+        return str(response.json()["data"][0]["id"])
+    except (ValueError, KeyError, IndexError, TypeError):
+        raise NotAnApiError(f"{url} lists no model: not an OpenAI API") from None
+
+
+HTTP_OK = 200
 
 
 Progress = Callable[[int, int | None], None]

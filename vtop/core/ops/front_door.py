@@ -26,6 +26,7 @@ from vtop.core.store.probe_series import PROBE_TARGET
 Result = TypeVar("Result")
 SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}
 EXIT_NO_ANSWER = 3
+HTTP_OK = 200
 
 
 @dataclass(frozen=True)
@@ -53,11 +54,26 @@ class FrontDoor:
 
     @property
     def verdict(self) -> str:
-        """critical, warning, ok, or unknown when no canary got an answer."""
-        if not any(probe.status is not None for probe in self.canaries):
+        """critical or warning (the path's findings), ok, or unknown when no finding explains
+        why no canary got a streamed answer (nothing listens, not an OpenAI API): never ok
+        without a stream that reached the client."""
+        if self.findings:
+            worst = max(SEVERITY_RANK[f.rule.severity] for f in self.findings)
+            return {0: "ok", 1: "warning", 2: "critical"}[worst]
+        if not any(probe.status == HTTP_OK for probe in self.canaries):
             return "unknown"
-        worst = max((SEVERITY_RANK[f.rule.severity] for f in self.findings), default=0)
-        return {0: "ok", 1: "warning", 2: "critical"}[worst]
+        return "ok"
+
+    @property
+    def unanswered(self) -> str | None:
+        """Why no canary got a streamed answer, when none did and no finding says why."""
+        if self.verdict != "unknown":
+            return None
+        failed = self.canaries[0] if self.canaries else None
+        if failed is None:
+            return "no canary was sent"
+        why = f"HTTP {failed.status}" if failed.status is not None else "no answer"
+        return f"{why} ({failed.error})" if failed.error else why
 
     @property
     def exit_code(self) -> int:

@@ -88,13 +88,15 @@ async def window_frames(
     window_s: float,
     lengthen: Callable[[Frame], float] | None = None,
     decided: Callable[[list[Frame]], bool] | None = None,
+    progress: Callable[[float, float], None] | None = None,
 ) -> list[Frame]:
     """The feed's frames for the window (the feed closed after): the one "sample a window,
     then close" of diagnose, bundle and tune. A first frame in which no server is a vLLM to
     judge (nothing listens, an HTML page, a 4xx) ends it at once: that is not worth a window
     of waiting. With `lengthen`, the first frame decides the window (what its series need to
-    be judged); with `decided`, the window ends as soon as the frames so far are decisive. A
-    payload's junk past the series cap is not held for the window (`parsed_text`)."""
+    be judged); with `decided`, the window ends as soon as the frames so far are decisive;
+    `progress` hears (seconds sampled, window) after each frame. A payload's junk past the
+    series cap is not held for the window (`parsed_text`)."""
     frames: list[Frame] = []
     window = window_s
     try:
@@ -111,6 +113,8 @@ async def window_frames(
                     break
                 if decided is not None and decided(frames):
                     break
+                if progress is not None:
+                    progress(frame.timestamp - frames[0].timestamp, window)
     finally:
         await feed.close()
     return frames

@@ -191,5 +191,5 @@ def test_cli_json_output(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_cli_unreachable_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
     code = bench_main(["http://127.0.0.1:9", "-n", "1"])
-    assert code == 2
+    assert code == 3
     assert "cannot run against" in capsys.readouterr().err

@@ -100,7 +100,7 @@ async def test_the_header_says_the_findings_are_the_alerts_prometheus_fires() ->
 
 
 def test_alerts_without_prometheus_is_an_error(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--alerts", "--plain", "--once"]) == 2
+    assert main(["--alerts", "--plain", "--once"]) == 64
     assert "--alerts reads a Prometheus server's alerts" in capsys.readouterr().err
 
 
