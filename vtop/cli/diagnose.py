@@ -50,7 +50,8 @@ def diagnose_parser() -> argparse.ArgumentParser:
     diagnose = parser(
         "vtop diagnose",
         "sample a vLLM server (or read a recording) for a window and print a ranked triage",
-        epilog="exit codes: 0 healthy, 1 warning (or bad data), 2 critical, 3 could not diagnose",
+        epilog="exit codes: 0 healthy, 1 warning (or bad data), 2 critical, 3 could not "
+        "diagnose, 4 incomplete (a problem seen but not yet judged), 64 usage",
     )
     diagnose.add_argument(
         "url", nargs="?", help=f"server URL, recording or bundle (default {DEFAULT_URL})"

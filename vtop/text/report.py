@@ -159,17 +159,25 @@ def _quality_lines(diagnosis: Diagnosis) -> list[str]:
     return lines + [f"  {defect}" for defect in diagnosis.data_quality[:20]]
 
 
+GAUGE_NAMES = {"running": "running", "waiting": "waiting", "kv": "KV cache"}
+
+
 def _statistics_lines(diagnosis: Diagnosis) -> list[str]:
     """Key statistics and the effective config used."""
     summary = diagnosis.summary
-    lines = ["", "KEY STATISTICS"]
+    lines = ["", f"KEY STATISTICS (the {diagnosis.window_s:.0f} s window)"]
+    for name, gauge in diagnosis.gauges.items():
+        scale, unit = (100.0, "%") if name == "kv" else (1.0, "")
+        figures = [
+            f"{label} {_number(None if value is None else value * scale)}{unit}"
+            for label, value in (("now", gauge.now), ("mean", gauge.mean), ("max", gauge.peak))
+        ]
+        lines.append(f"  {GAUGE_NAMES.get(name, name):<9} " + ", ".join(figures))
     if summary is not None:
         lines.append(
-            f"  running {_number(summary.running)}  waiting {_number(summary.waiting)}  "
-            f"KV {_number(None if summary.kv_usage is None else summary.kv_usage * 100)}%  "
-            f"preemptions/s {_number(summary.preemptions_per_s)}  "
-            f"gen tok/s {_number(summary.generation_tokens_per_s)}  "
-            f"TTFT p50 {_number(summary.ttft_p50_s)} s p99 {_number(summary.ttft_p99_s)} s"
+            f"  over the window: preemptions/s {_number(summary.preemptions_per_s)}, "
+            f"generated tokens/s {_number(summary.generation_tokens_per_s)}, "
+            f"TTFT p50 {_number(summary.ttft_p50_s)} s, p99 {_number(summary.ttft_p99_s)} s"
         )
     settings = diagnosis.config.settings
     known = ", ".join(
@@ -270,6 +278,10 @@ def json_report(diagnosis: Diagnosis) -> dict[str, Any]:
             for item in (triage.pending if triage else ())
         ],
         "statistics": dataclasses.asdict(diagnosis.summary) if diagnosis.summary else None,
+        "window_gauges": {
+            name: {"now": gauge.now, "mean": gauge.mean, "max": gauge.peak}
+            for name, gauge in diagnosis.gauges.items()
+        },
         "config": _settings_json(diagnosis.config.settings),
         "events": [event_json(mark) for mark in diagnosis.events],
         "data_quality": [

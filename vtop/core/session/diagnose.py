@@ -22,7 +22,13 @@ from vtop.core.rules.promql.ast import selectors
 from vtop.core.rules.promql.evaluator import HOST_LEVEL_PREFIX
 from vtop.core.rules.rule import Rule
 from vtop.core.session.session import FLEET_TARGET, Mark, Session, alternation_text
-from vtop.core.session.unjudged import LENGTHEN_MARGIN_S, mechanism_shown, not_judged
+from vtop.core.session.unjudged import (
+    LENGTHEN_MARGIN_S,
+    GaugeWindow,
+    mechanism_shown,
+    not_judged,
+    window_gauges,
+)
 from vtop.core.store.store import DEFAULT_CAPACITY, Store
 from vtop.core.store.summary import TargetSummary, summarize
 
@@ -47,6 +53,8 @@ class Diagnosis:
     stopped_answering: str | None = None
     """Why the window's last scrapes failed when earlier ones answered (the triage is then
     of the evidence up to the last answer)."""
+    gauges: dict[str, GaugeWindow] = field(default_factory=dict)
+    """Running, waiting and the KV cache over the window: now, mean and max."""
     not_judged: list[str] = field(default_factory=list)
     """What the window saw and could not judge (a problem no finding explains, a pending
     rule, a rule longer than the window): a verdict with any of these is never ok."""
@@ -246,6 +254,7 @@ def diagnosis(session: Session, target: str) -> Diagnosis:
         found.reason = reason if last_ok is not None else _never_answered(view.last_scrape)
         return found
     found.summary = summarize(session.store, target, now, window)
+    found.gauges = window_gauges(session.store, target, now, window)
     if view.triage is not None:
         engine, store = session.engine, session.store
         found.triage = with_short_windows(view.triage, engine, store, target, window)

@@ -67,6 +67,56 @@ def problems_seen(store: Store, target: str, now: float, window: float) -> list[
     return seen
 
 
+@dataclass(frozen=True)
+class GaugeWindow:
+    """A gauge over the window: its last value, mean and max (engines added up; the KV
+    cache's usage, a fraction, averaged over engines instead)."""
+
+    now: float | None
+    mean: float | None
+    peak: float | None
+
+
+WINDOW_GAUGES = {
+    "running": "vllm:num_requests_running",
+    "waiting": "vllm:num_requests_waiting",
+    "kv": "vllm:kv_cache_usage_perc",
+}
+"""The gauges a report states with their statistic, by the name it shows them under."""
+
+
+def window_gauges(store: Store, target: str, now: float, window: float) -> dict[str, GaugeWindow]:
+    """Each of WINDOW_GAUGES over the window, read from the same store as the findings."""
+    only = {"instance": target}
+    shown: dict[str, GaugeWindow] = {}
+    for label, name in WINDOW_GAUGES.items():
+        series = store.select(name, only)
+        if not series:
+            continue
+        parts = [
+            (
+                store.latest(s, now),
+                store.avg_over_time(s, now, window),
+                store.max_over_time(s, now, window),
+            )
+            for s in series
+        ]
+        combine = _mean_of if label == "kv" else _sum_of
+        shown[label] = GaugeWindow(*(combine([p[i] for p in parts]) for i in range(3)))
+    return shown
+
+
+def _sum_of(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None and not math.isnan(v)]
+    return math.fsum(known) if known else None
+
+
+def _mean_of(values: list[float | None]) -> float | None:
+    total = _sum_of(values)
+    known = [v for v in values if v is not None and not math.isnan(v)]
+    return None if total is None else total / len(known)
+
+
 def mechanism_shown(rule: Rule, store: Store, target: str, now: float) -> bool:
     """True when the server shows what the rule judges: every series its condition reads
     exists and one of them is non-zero (a text-only model exports the multimodal cache's
