@@ -27,7 +27,7 @@ class HtmlPage(QuietHandler):
     def do_GET(self) -> None:
         self.reply(200, b"<html><body>It works!</body></html>", "text/html")
 
-    def do_POST(self) -> None:
+    def do_POST(self) -> None:  # noqa: N802 (http.server names it)
         self.reply(404, b"<html>not found</html>", "text/html")
 
 

@@ -15,6 +15,7 @@ from vtop.core.ingest.feeds import Feed, sample
 from vtop.core.rules.engine import Triage
 from vtop.core.rules.rule import Rule
 from vtop.core.session.session import Session, short_key, watching_retention_s
+from vtop.core.session.unjudged import watch_note
 from vtop.core.store.summary import format_summary, summarize
 
 
@@ -28,7 +29,10 @@ def describe_frame(session: Session, frame: Frame) -> list[str]:
             text = format_summary(summary)
             if scrape.parse_errors:
                 text += f" ({len(scrape.parse_errors)} bad lines: {scrape.parse_errors[0]})"
-            text += primary_text(session.targets[scrape.target].triage)
+            triage = session.targets[scrape.target].triage
+            text += primary_text(triage)
+            seen = watch_note(triage, session.store, scrape.target, frame.timestamp, window)
+            text += f" | NOT OK, not judged yet: {seen}" if seen else ""
         else:
             text = f"{scrape.status.value}: {scrape.error}"
         lines.append(f"{scrape.target} {text}")

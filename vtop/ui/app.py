@@ -38,7 +38,7 @@ from vtop.core.session.session import (
 )
 from vtop.ui import panels
 from vtop.ui.actions import DashboardActions, Ui
-from vtop.ui.keys import BINDINGS, REPLAY_ONLY, SERVER_ONLY, system_commands
+from vtop.ui.keys import BINDINGS, REPLAY_ONLY, SERVER_ONLY, UNAVAILABLE, system_commands
 from vtop.ui.messages import FramesReady
 from vtop.ui.screens.confirm import ConfirmScreen
 from vtop.ui.screens.dashboard import DashboardScreen
@@ -320,18 +320,20 @@ class VtopApp(App[int]):
 
     def action_fleet(self, back: bool = False) -> None:
         """The fleet table; `f` there (or Esc here, with several servers) toggles back."""
+        several = self.fleet_mode or len(self.session.targets) > 1
         if isinstance(self.screen, FleetScreen):
-            if not back:
+            if not back or not several:  # Esc leaves a one-server table too
                 self.pop_screen()
                 self.refresh_views(even_paused=True)
             return
-        if back and not (self.fleet_mode or len(self.session.targets) > 1):
+        if back and not several:
             return
         if not self.is_screen_installed(FLEET_SCREEN):
             self.install_screen(FleetScreen(), name=FLEET_SCREEN)
         if self.screen is self.dashboard:
             self.push_screen(FLEET_SCREEN)
-            self.refresh_views(even_paused=True)
+            # drawn once the table is mounted: paused, no tick would fill it
+            self.call_after_refresh(self.refresh_views, True)
 
     @on(FleetScreen.Open)
     def open_server(self, message: FleetScreen.Open) -> None:
@@ -348,9 +350,16 @@ class VtopApp(App[int]):
         self.refresh_views(even_paused=True)
 
     def action_next_target(self) -> None:
-        """Show the next endpoint."""
+        """Show the next endpoint (said so when there is only one)."""
+        if len(self.session.targets) <= 1:
+            self.notify(UNAVAILABLE["t"], timeout=4)
+            return
         self.target_index += 1
-        self.refresh_views()
+        self.refresh_views(even_paused=True)
+
+    def action_unavailable(self, key: str) -> None:
+        """A key whose action does not apply here: say why, rather than nothing."""
+        self.notify(UNAVAILABLE.get(key, f"{key}: not available here"), timeout=4)
 
     def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
         """A screenshot in the bundle directory (default: here), never a Downloads folder."""

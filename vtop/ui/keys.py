@@ -20,13 +20,13 @@ BINDINGS: list[BindingType] = [
     Binding("h,f1", "help", "help", show=False),
     Binding("enter", "explain", "why", show=False),
     Binding("e", "explain", "why"),
-    Binding("d", "diagnosis", "diagnosis"),
+    Binding("d", "diagnosis", "report"),
     Binding("p", "pause", "pause"),
     Binding("left_square_bracket", "step(-1)", "back", key_display="["),
     Binding("right_square_bracket", "step(1)", "step", key_display="]"),
     Binding("a", "apply", "apply"),
-    Binding("plus,equals_sign", "faster", "faster", key_display="+"),
-    Binding("minus", "slower", "slower", key_display="-"),
+    Binding("plus,equals_sign", "faster", "fast", key_display="+"),
+    Binding("minus", "slower", "slow", key_display="-"),
     Binding("left_curly_bracket", "jump(-60)", "-60s", show=False),
     Binding("right_curly_bracket", "jump(60)", "+60s", show=False),
     Binding("s", "speed", "speed", show=False),
@@ -39,9 +39,35 @@ BINDINGS: list[BindingType] = [
         Binding(str((i + 1) % 10), f"toggle_panel('{panel}')", panel, show=False)
         for i, panel in enumerate(PANELS)
     ],
+    # Where the binding above is not allowed (check_action), Textual tries the next one for
+    # the key: these say why instead of doing nothing.
+    Binding("a", "unavailable('a')", show=False),
+    Binding("r", "unavailable('r')", show=False),
+    *[
+        Binding(key, f"unavailable('{shown}')", show=False)
+        for key, shown in (
+            ("left_square_bracket", "["),
+            ("right_square_bracket", "]"),
+            ("left_curly_bracket", "{"),
+            ("right_curly_bracket", "}"),
+            ("s", "s"),
+        )
+    ],
 ]
 """`?` first, so the footer shows it whatever the width cuts off; then what the mode needs most
 (a replay's steps, a managed server's apply)."""
+
+
+MANAGED_ONLY = "only on a server vtop started (vtop serve -- MODEL, or vtop attach)"
+REPLAYING_ONLY = "only in a replay (vtop demo, vtop replay FILE)"
+UNAVAILABLE = {
+    "a": f"a (apply the finding's change): {MANAGED_ONLY}",
+    "r": f"r (restart vLLM): {MANAGED_ONLY}",
+    "t": "t (next endpoint): this dashboard watches one server; give more URLs to cycle",
+    **{key: f"{key} (step or seek): {REPLAYING_ONLY}" for key in "[]{}"},
+    "s": f"s (replay speed): {REPLAYING_ONLY}",
+}
+"""What a key says where its action does not apply."""
 
 
 class Commanded(Protocol):

@@ -19,6 +19,7 @@ from vtop.core.rules.engine import Finding, ProposedChange, Triage
 from vtop.core.session.fleet import label_values, last_restart, target_status
 from vtop.core.session.history import SummaryHistory
 from vtop.core.session.session import Mark, Session, TargetView, short_key
+from vtop.core.session.unjudged import watch_note
 from vtop.core.store.summary import TTFT, TargetSummary
 from vtop.text.probe import tokens_in_reads
 from vtop.ui.format import clock_time, duration, number, seconds
@@ -190,7 +191,8 @@ def build(
     header = _header(session, target, label, status, now, wall, target_index, len(targets))
     if around.probe_note:
         header = (*header, around.probe_note)
-    parts = action_parts(triage, stale, seen, around.window_s, target.summary)
+    note = watch_note(triage, session.store, target.target, now, around.window_s)
+    parts = action_parts(triage, stale, seen, around.window_s, target.summary, note)
     buckets = session.store.histogram_buckets(
         TTFT, now, around.window_s, {"instance": target.target}
     )
@@ -279,8 +281,9 @@ def _header(
 ) -> tuple[str, ...]:
     """State, age and mode first; then the server, shortened, and its facts."""
     parts = [label]
-    if status.mode is not Mode.REPLAY and target.last_timestamp is not None:
-        parts.append(f"age {seconds(wall - target.last_timestamp)}")
+    last_ok = session.store.target_last_ok(target.target)
+    if status.mode is not Mode.REPLAY and last_ok is not None:
+        parts.append(f"age {seconds(wall - last_ok)}")
     parts += _mode(status, now)
     if count > 1:
         parts.append(f"[{index % count + 1}/{count}]")
@@ -339,9 +342,11 @@ def action_parts(
     seen: float | None = None,
     window: float = 15.0,
     summary: TargetSummary | None = None,
+    unjudged: str = "",
 ) -> ActionParts:
     """The primary finding's action; while the first window fills, what is seen so far (never
-    OK before a verdict can be made); said to be old when the data is."""
+    OK before a verdict can be made); a problem no rule has judged yet (`unjudged`, never OK);
+    said to be old when the data is."""
     primary = triage.primary if triage is not None else None
     prefix = f"{stale}; last seen: " if stale and triage is not None else ""
     if primary is not None and primary.rule.severity != "info":
@@ -351,6 +356,8 @@ def action_parts(
     if seen is not None and seen < window and not stale:
         figures = _so_far(summary)
         return ActionParts(f"WATCHING: {seen:.0f} s of the {window:g} s window", figures)
+    if unjudged:
+        return ActionParts("NOT OK, not judged yet:", unjudged, "", "d: why", prefix=prefix)
     text = "OK: no warning or critical finding"
     if triage.unchecked:
         text += f" ({len(triage.unchecked)} rules not checked: d)"
@@ -401,6 +408,8 @@ def banner_text(session: Session, target: TargetView, status: FeedStatus, now: f
         last_ok = session.store.target_last_ok(target.target)
         since = f"last data {duration(now - last_ok)} ago" if last_ok else "no data yet"
         retry = f"; retrying in {status.retry_in_s:.0f}s" if status.retry_in_s > 0 else ""
+        if last_ok is None and status.mode is not Mode.REPLAY:
+            return f" Nothing answers at {target.target} ({scrape.status.value}){FIRST_CONTACT}"
         return f" {target.target} {scrape.status.value}: {scrape.error} ({since}{retry})"
     down = prometheus_down(session, now)
     if down is not None:
@@ -413,6 +422,13 @@ def banner_text(session: Session, target: TargetView, status: FeedStatus, now: f
     if target.defects and target.defects[-1][0] == target.last_timestamp:
         return f" data quality: {target.defects[-1][1]}"
     return None
+
+
+FIRST_CONTACT = (
+    ": start vLLM (vllm serve MODEL, or vtop serve -- MODEL), give its URL "
+    "(vtop http://HOST:8000), or try vtop demo. Retrying."
+)
+"""What to do when the URL never answered (the dashboard's first screen with no server)."""
 
 
 def prometheus_down(session: Session, now: float) -> str | None:

@@ -117,6 +117,21 @@ def _mean_of(values: list[float | None]) -> float | None:
     return None if total is None else total / len(known)
 
 
+def watch_note(triage: Triage | None, store: Store, target: str, now: float, window: float) -> str:
+    """For a watching view with no warning or critical finding: what the window shows that is
+    not healthy (a queue, preemptions, a full KV cache, failed requests, a rule pending), so
+    the dashboard and `--plain` never say OK over a problem. Empty when there is none."""
+    if triage is None or any(f.rule.severity != "info" for f in triage.findings):
+        return ""
+    seen = [str(item) for item in problems_seen(store, target, now, window)]
+    seen += [
+        f"{item.rule.id} pending {item.held_s:.0f} s of {item.rule.for_s:g}"
+        for item in triage.pending
+        if item.rule.severity != "info"
+    ]
+    return "; ".join(seen)
+
+
 def mechanism_shown(rule: Rule, store: Store, target: str, now: float) -> bool:
     """True when the server shows what the rule judges: every series its condition reads
     exists and one of them is non-zero (a text-only model exports the multimodal cache's

@@ -62,7 +62,7 @@ class DashboardScreen(Screen[None]):
                 yield GpuPanel()
                 yield EventLog()
                 yield LogPanel()
-        yield Footer()
+        yield Footer(compact=True)
 
     @property
     def selected(self) -> Finding | None:

@@ -7,6 +7,7 @@ from typing import ClassVar
 
 from rich.text import Text
 from textual import events, on
+from textual.actions import SkipAction
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.message import Message
@@ -141,7 +142,7 @@ class FleetScreen(Screen[None]):
         self._columns = table.add_columns(*column_labels(self.sort_key, self.descending))
         yield table
         yield Input(placeholder="filter: server, model, state or finding", id="fleet-filter")
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self.query_one(Input).display = False
@@ -232,8 +233,11 @@ class FleetScreen(Screen[None]):
         box.focus()
 
     def action_clear_filter(self) -> None:
-        """Drop the filter and hide its box."""
+        """Drop the filter and hide its box; with no filter, Esc goes on to the app (which
+        leaves a one-server table)."""
         box = self.query_one(Input)
+        if not box.display and not self.filter_text:
+            raise SkipAction()
         box.value, box.display, self.filter_text = "", False, ""
         self.query_one(DataTable).focus()
         self._changed()

@@ -48,4 +48,7 @@ class TextScreen(ModalScreen[None]):
 
     def action_scroll(self, lines: int) -> None:
         """Scroll the text."""
-        self.query_one(VerticalScroll).scroll_relative(y=lines, animate=False)
+        scroll = self.query_one(VerticalScroll)
+        # from where the last key left it, not from where the screen last drew it: a burst of
+        # keys before a refresh scrolls a line per key
+        scroll.scroll_to(y=scroll.scroll_target_y + lines, animate=False, immediate=True)

@@ -10,7 +10,10 @@ class Banner(Static):
     """Says what is wrong with the data and what vtop does about it."""
 
     DEFAULT_CSS = """
-    Banner { height: auto; max-height: 2; display: none; background: $error; color: $text; }
+    Banner {
+        height: auto; max-height: 3; display: none; padding: 0 1;
+        background: $error; color: $text;
+    }
     Banner.-shown { display: block; }
     """
 
@@ -18,7 +21,7 @@ class Banner(Static):
 
     def watch_text(self, text: str | None) -> None:
         self.set_class(text is not None, "-shown")
-        self.update(text or "")
+        self.update((text or "").strip())
 
     def say(self, text: str | None) -> None:
         """Show `text`, or hide when None."""

@@ -1,0 +1,78 @@
+"""Every key does what the help says or says why not, a burst of keys is not lost, and the
+footer fits 80 columns: the real app driven by its Pilot."""
+
+from __future__ import annotations
+
+from textual.containers import VerticalScroll
+from textual.widgets import DataTable
+
+from tests.support.app import replay_app, screen_text, wait_for
+from tests.support.storm import storm
+from vtop.ui.app import VtopApp
+from vtop.ui.keys import UNAVAILABLE
+from vtop.ui.screens.fleet import FleetScreen
+from vtop.ui.screens.text_screen import TextScreen
+
+
+def storm_app() -> VtopApp:
+    return replay_app([storm(t) for t in range(20)])
+
+
+def notices(app: VtopApp) -> list[str]:
+    """The notifications on screen, newest last."""
+    return [str(notification.message) for notification in app._notifications]
+
+
+async def test_a_burst_of_down_keys_in_a_modal_scrolls_a_line_per_key() -> None:
+    app = storm_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: app.target is not None and app.target.triage is not None)
+        await pilot.press("d")
+        assert isinstance(app.screen, TextScreen)
+        await pilot.pause(0.2)
+        scroll = app.screen.query_one(VerticalScroll)
+        assert scroll.max_scroll_y >= 12, scroll.max_scroll_y  # the report is longer than 24
+        for _ in range(6):  # keys arriving faster than the screen redraws: no refresh between
+            app.screen.action_scroll(1)
+        await pilot.pause(0.2)
+        assert scroll.scroll_y == 6, scroll.scroll_y
+        await pilot.press(*["j"] * 3, *["down"] * 3)
+        await pilot.pause(0.2)
+        assert scroll.scroll_y == 12, scroll.scroll_y
+        await pilot.press(*["k"] * 5)
+        await pilot.pause(0.2)
+        assert scroll.scroll_y == 7, scroll.scroll_y
+
+
+async def test_the_fleet_key_shows_rows_while_paused_and_esc_leaves_a_one_server_table() -> None:
+    app = storm_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: app.target is not None and app.target.triage is not None)
+        await pilot.press("p", "f")
+        await pilot.pause(0.3)
+        assert isinstance(app.screen, FleetScreen)
+        table = app.screen.query_one(DataTable)
+        assert table.row_count == 1, "paused, the table was left empty"
+        await pilot.press("escape")
+        await pilot.pause(0.2)
+        assert not isinstance(app.screen, FleetScreen), "Esc did not leave the one-server table"
+
+
+async def test_keys_that_do_not_apply_say_why() -> None:
+    app = storm_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: app.target is not None and app.target.triage is not None)
+        for key, said in (("a", "a"), ("r", "r"), ("t", "t")):
+            await pilot.press(key)
+            await pilot.pause(0.1)
+            assert UNAVAILABLE[said] in notices(app), (key, notices(app))
+
+
+async def test_the_footer_fits_80_columns_without_cutting_a_word() -> None:
+    app = storm_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: app.target is not None and app.target.triage is not None)
+        await pilot.pause(0.2)
+        footer = screen_text(app).splitlines()[-1]
+        assert "- slow" in footer and "palette" in footer, footer
+        assert "…" not in footer, footer
