@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import re
 import textwrap
 from typing import Any
 
-from vtop.core.ops.rank import PrimaryPredictions
+from vtop.core.ops.rank import KEPT_THROUGHPUT, PrimaryPredictions
 from vtop.core.whatif.calibrate import UNBOUNDED_BUDGET, UNBOUNDED_SEQS
 from vtop.core.whatif.predict import Prediction
 
@@ -211,7 +212,8 @@ def json_whatif(prediction: Prediction) -> dict[str, Any]:
 
 def text_predictions(predictions: PrimaryPredictions) -> str:
     """The PREDICTED section of `vtop diagnose`: each alternative, best first."""
-    lines = [f"PREDICTED (scheduler model, vtop whatif) for {predictions.finding_key}"]
+    shown = re.sub(r',?model_name="[^"]*"', "", predictions.finding_key).replace("{}", "")
+    lines = [f"PREDICTED (scheduler model, vtop whatif) for {shown}"]
     if predictions.reason is not None:
         return "\n".join([*lines, f"  none: {predictions.reason}"])
     before = predictions.replay
@@ -232,7 +234,59 @@ def text_predictions(predictions: PrimaryPredictions) -> str:
                 "context identified)"
             )
         lines.append(f"  {flag}: {figures_summary(ranked.predicted)}{note}")
-    return "\n".join(lines)
+    return "\n".join(lines + headline_lines(predictions))
+
+
+def headline_lines(predictions: PrimaryPredictions) -> list[str]:
+    """Whether the headline change (the action line's) is the one the model ranks best, and
+    why not when it is not: what it costs, and what the first one lacks. The report never
+    leaves a headline and a prediction at odds unexplained."""
+    place, headline = predictions.headline_rank, predictions.headline
+    if place is None or headline is None:
+        return []
+    if place == 0:
+        return [f"  the headline change, {headline}, is the one the model ranks best"]
+    mine, best = predictions.ranked[place], predictions.ranked[0]
+    before = predictions.replay
+    costs = _moved(before, mine.predicted)
+    cost = f": {costs}" if costs else ""
+    doubts = []
+    if best.extrapolated:
+        doubts.append("low confidence (larger batches than any slice showed)")
+    if best.context_unpriced is not None:
+        doubts.append(f"its steps may run {_way(best.context_unpriced)}")
+    if best.change.flag in MEMORY_FLAGS:
+        doubts.append("it needs the memory to be there")
+    why = (
+        f"; the headline leads because {best.change.flag}'s prediction is " + ", ".join(doubts)
+        if doubts
+        else "; the rule's order, not the model, put the headline first"
+    )
+    return [
+        f"  the headline change, {headline}, ranks {place + 1} of {len(predictions.ranked)}"
+        f"{cost}{why}"
+    ]
+
+
+MEMORY_FLAGS = frozenset(
+    {"--num-gpu-blocks-override", "--kv-cache-memory-bytes", "--gpu-memory-utilization"}
+)
+
+
+def _moved(before: dict[str, float | None], after: dict[str, float | None]) -> str:
+    """`tokens/s 346 -> 127, TTFT p50 9.14 s -> 30.00 s`: the figures a change worsens."""
+    worse = []
+    tokens_now, tokens_after = (
+        before.get("generation_tokens_per_s"),
+        after.get("generation_tokens_per_s"),
+    )
+    known = tokens_now is not None and tokens_after is not None
+    if known and tokens_after < KEPT_THROUGHPUT * tokens_now:  # type: ignore[operator]
+        worse.append(f"tokens/s {tokens_now:.0f} -> {tokens_after:.0f}")
+    ttft_now, ttft_after = before.get("ttft_p50_s"), after.get("ttft_p50_s")
+    if ttft_now is not None and ttft_after is not None and ttft_after > ttft_now:
+        worse.append(f"TTFT p50 {ttft_now:.2f} s -> {ttft_after:.2f} s")
+    return ", ".join(worse)
 
 
 def figures_summary(figures: dict[str, float | None]) -> str:
@@ -254,6 +308,8 @@ def json_predictions(predictions: PrimaryPredictions) -> dict[str, Any]:
         "finding": predictions.finding_key,
         "figure": predictions.figure,
         "reason": predictions.reason,
+        "headline": predictions.headline,
+        "headline_rank": predictions.headline_rank,
         "replay": predictions.replay,
         "alternatives": [
             {

@@ -77,6 +77,14 @@ class PrimaryPredictions:
     ranked: list[RankedChange]
     replay: dict[str, float | None]
     reason: str | None = None
+    headline: str | None = None
+    """The finding's first change, as the action line and the report's PRIMARY show it."""
+
+    @property
+    def headline_rank(self) -> int | None:
+        """Where the headline change ranks (0: best), None when the model did not rank it."""
+        flags = [ranked.change.as_flag() for ranked in self.ranked]
+        return flags.index(self.headline) if self.headline in flags else None
 
 
 def primary_predictions(
@@ -109,11 +117,13 @@ def finding_predictions(
 ) -> PrimaryPredictions:
     """A finding's alternatives ranked on the store's window, or why the model gives none."""
     figure = target_figure(finding)
+    headline = next((text for c in finding.changes if (text := c.as_flag()) is not None), None)
     try:
         calibration = calibrate(store, target, now, window_s, server, profiles=profiles)
     except CannotModelError as error:
-        return PrimaryPredictions(finding.key, figure, [], {}, str(error))
+        return PrimaryPredictions(finding.key, figure, [], {}, str(error), headline)
     if calibration.misses:
         reason = "the replay of the current config misses " + "; ".join(calibration.misses)
-        return PrimaryPredictions(finding.key, figure, [], calibration.replay, reason)
-    return PrimaryPredictions(finding.key, figure, rank(finding, calibration), calibration.replay)
+        return PrimaryPredictions(finding.key, figure, [], calibration.replay, reason, headline)
+    ranked = rank(finding, calibration)
+    return PrimaryPredictions(finding.key, figure, ranked, calibration.replay, None, headline)

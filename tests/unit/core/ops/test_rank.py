@@ -31,3 +31,21 @@ def test_the_storm_s_alternatives_are_ranked_more_kv_before_fewer_sequences() ->
     assert "(steps may run slower:" in text and "(steps may run faster:" in text
     shown = json_predictions(predictions)["alternatives"]
     assert shown[0]["context_unpriced"]["kv_tokens_predicted"] == best.context_unpriced[1]
+
+
+def test_a_headline_the_model_does_not_rank_first_is_explained_in_the_same_report() -> None:
+    frames = FRAMES[: APPLIED - 5]
+    target = frames[-1].scrapes[0].target
+    diagnosis, session = judged_diagnosis(
+        target, frames, load_rules(), DiagnoseOptions(read_gpus=False)
+    )
+    predictions = primary_predictions(session, diagnosis)
+    assert predictions is not None and predictions.headline == "--max-num-seqs 1"
+    assert predictions.headline_rank is not None and predictions.headline_rank > 0
+    text = text_predictions(predictions)
+    said = text.split("the headline change, --max-num-seqs 1, ranks ", 1)[1]
+    assert said.startswith(f"{predictions.headline_rank + 1} of {len(predictions.ranked)}")
+    assert "tokens/s" in said and "TTFT p50" in said  # what the headline costs
+    assert "low confidence" in said and "needs the memory" in said  # why the first does not lead
+    shown = json_predictions(predictions)
+    assert shown["headline"] == "--max-num-seqs 1" and shown["headline_rank"] > 0
