@@ -76,10 +76,25 @@ def test_shell_completion_knows_the_commands_and_their_flags(shell: str, tmp_pat
     ran = vtop("completion", shell)
     assert ran.code == 0 and "diagnose" in ran.out
     assert ("-l window" if shell == "fish" else "--window") in ran.out
+    for name in COMMANDS:  # every command, and the subcommands and flags of `rules`
+        assert name in ran.out, name
+    assert ("-l setting" if shell == "fish" else "--setting") in ran.out and "export" in ran.out
     if shell == "bash":
         script = tmp_path / "vtop.bash"
         script.write_text(ran.out)
         assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+        completed = subprocess.run(
+            [
+                "bash",
+                "-c",
+                f"source {script}; COMP_WORDS=(vtop rules ex); COMP_CWORD=2; "
+                "_vtop; echo ${COMPREPLY[@]}; COMP_WORDS=(vtop he); COMP_CWORD=1; _vtop; "
+                "echo ${COMPREPLY[@]}",
+            ],
+            capture_output=True,
+            text=True,
+        )
+        assert completed.stdout.split() == ["export", "help"], completed.stdout
 
 
 def test_whatif_predicts_the_demo_fix_and_refuses_what_it_cannot_model(tmp_path: Path) -> None:

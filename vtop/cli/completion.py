@@ -22,13 +22,16 @@ def completion_parser() -> argparse.ArgumentParser:
 
 
 def long_flags(built: argparse.ArgumentParser) -> list[str]:
-    """The long options of a parser."""
-    return sorted(
-        option
-        for action in built._actions
-        for option in action.option_strings
-        if option.startswith("--")
-    )
+    """The long options of a parser, and of its subcommands with their names (`vtop rules`
+    completes `export` and `--setting`)."""
+    words: set[str] = set()
+    for action in built._actions:
+        words.update(option for option in action.option_strings if option.startswith("--"))
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                words.add(name)
+                words.update(long_flags(sub))
+    return sorted(words)
 
 
 def flags_by_command() -> dict[str, list[str]]:
@@ -40,6 +43,11 @@ def flags_by_command() -> dict[str, list[str]]:
     return found
 
 
+def first_words() -> list[str]:
+    """What a first word can be besides a server: every command, and `help`."""
+    return [*COMMANDS, "help"]
+
+
 def bash(flags: dict[str, list[str]]) -> str:
     """A bash completion function."""
     cases = "\n".join(
@@ -48,6 +56,9 @@ def bash(flags: dict[str, list[str]]) -> str:
     return f"""_vtop() {{
     local cur="${{COMP_WORDS[COMP_CWORD]}}" opts
     if [ "$COMP_CWORD" -eq 1 ] && [[ "$cur" != -* ]]; then
+        COMPREPLY=($(compgen -W "{" ".join(first_words())}" -- "$cur")); return
+    fi
+    if [ "$COMP_CWORD" -eq 2 ] && [ "${{COMP_WORDS[1]}}" = help ]; then
         COMPREPLY=($(compgen -W "{" ".join(COMMANDS)}" -- "$cur")); return
     fi
     case "${{COMP_WORDS[1]}}" in
@@ -71,9 +82,18 @@ def fish(flags: dict[str, list[str]]) -> str:
         f"complete -c vtop -n __fish_use_subcommand -a {name} -d '{command.summary}'"
         for name, command in COMMANDS.items()
     ]
+    lines.append("complete -c vtop -n __fish_use_subcommand -a help -d 'the flags of a command'")
+    lines.append(
+        f"complete -c vtop -n '__fish_seen_subcommand_from help' -a '{' '.join(COMMANDS)}'"
+    )
     for name, options in flags.items():
         condition = f"__fish_seen_subcommand_from {name}" if name else "__fish_use_subcommand"
-        lines += [f"complete -c vtop -n '{condition}' -l {o[2:]}" for o in options]
+        lines += [
+            f"complete -c vtop -n '{condition}' -l {o[2:]}"
+            if o.startswith("--")
+            else f"complete -c vtop -n '{condition}' -a {o}"
+            for o in options
+        ]
     return "\n".join(lines) + "\n"
 
 
