@@ -137,8 +137,9 @@ class EarlyVerdict:
     """Ends a live window as soon as the evidence is decisive: the same primary finding on
     two judgements in a row, after at least MIN_DECISIVE_S, that nothing later could
     outrank: a critical one (a stall, a storm at full KV), or a queue limiter (a pinned cap,
-    a full budget) with no preemption seen (a storm would take it over). The frames are judged
-    exactly as the report will judge them."""
+    a full budget) with no preemption seen (a storm would take it over); never a fallback
+    ("no limiter identified"), which a limiter may yet replace. The frames are judged exactly
+    as the report will judge them."""
 
     rules: list[Rule]
     options: DiagnoseOptions
@@ -165,7 +166,8 @@ class EarlyVerdict:
             return True
         storming = any(line.startswith("seen: preemptions") for line in found.not_judged)
         preempting = (found.summary.preemptions_per_s or 0) > 0 if found.summary else False
-        return primary.rule.phase == "queue" and not storming and not preempting
+        fallback = bool(primary.rule.unless_found)  # Q0: a limiter may yet be identified
+        return primary.rule.phase == "queue" and not (storming or preempting or fallback)
 
 
 def needed_window(

@@ -1,0 +1,96 @@
+"""A verdict in seconds, true to its evidence, against a real vLLM: `vtop diagnose URL` as a
+user types it (a subprocess) on a storm, with the default window (which ends once the evidence
+is decisive) and with `--window 3`; and a queue behind a full KV cache, whose usage gauge drops
+between steps, judged as the KV limit, never as "no limiter identified".
+
+Each test measures its precondition on the live server first and fails with the figures when
+the load did not provoke it. They use the storm's server (a pool of 8 blocks of 128 tokens),
+which the tests of test_e2e_vllm.py after them share.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.support.incidents import (
+    OVER_ADMITTED,
+    WINDOW_S,
+    Incident,
+    Load,
+    LoadProcess,
+    both_modes,
+    figures,
+    measure,
+    provoke,
+    queue,
+    settle,
+    watch,
+)
+from tests.support.scenarios import STORM
+from tests.support.vllm_harness.server import ServerPool, ServerSpec
+from tests.support.vtop_cli import vtop
+from vtop.core.config.inference import EngineWindow
+from vtop.core.rules.loader import load_rules
+from vtop.text.report import text_report
+
+pytestmark = pytest.mark.vllm
+
+PRECONDITION_S = 5.0
+"""The live window over which the storm is measured before vtop is asked."""
+DECIDED_WITHIN_S = 3.0
+"""`--window 3`: the window asked for."""
+STARTUP_S = 6.0
+"""What a vtop process costs around its window on a 2-core host busy with vLLM and its load."""
+
+
+def kv_full(window: EngineWindow, spec: ServerSpec) -> str | None:
+    """Requests wait while the KV cache is full at its peak and nothing is preempted: every
+    request fits its blocks from admission to its end, so only the pool holds the queue."""
+    if window.kv_peak < 0.99:
+        return f"KV only up to {window.kv_peak:.0%}; {figures(window)}"
+    if window.preemptions > 0:
+        return f"{window.preemptions:.0f} preemptions (a storm, not a full pool); {figures(window)}"
+    return queue(window)
+
+
+FULL_POOL = Incident("queue behind a full KV cache", STORM, Load(24, 96, 16), kv_full)
+"""96 + 16 tokens fit one 128-token block from admission to the end: seven requests fill the
+seven usable blocks, sixteen may run, the rest wait for a block."""
+
+
+async def test_a_storm_is_critical_within_the_window_and_in_seconds_with_window_3(
+    vllm_pool: ServerPool,
+) -> None:
+    server = vllm_pool.get(OVER_ADMITTED.spec)
+    load = LoadProcess(OVER_ADMITTED.load, server.url, 240)
+    try:
+        await settle(server.url)
+        measured = measure(await watch(server.url, PRECONDITION_S))
+        lost = OVER_ADMITTED.precondition(measured, OVER_ADMITTED.spec)
+        assert lost is None, f"the load did not storm: {lost}; {figures(measured)}"
+        whole = vtop("diagnose", server.url, "--json", "--no-gpu", "--no-predict", timeout_s=60)
+        short = vtop("diagnose", server.url, "--window", "3", "--json", "--no-gpu", "--no-predict")
+    finally:
+        load.stop()
+    for ran, window in ((whole, WINDOW_S), (short, DECIDED_WITHIN_S)):
+        report = json.loads(ran.out)
+        seen = f"{figures(measured)}\n{ran.err}\n{json.dumps(report['primary'])[:600]}"
+        assert report["verdict"] == "critical" and ran.code == 2, seen
+        assert report["primary"]["id"] == "M1", seen
+        assert report["window_s"] <= window + 1, (report["window_s"], seen)
+        assert ran.seconds <= window + STARTUP_S, (ran.seconds, seen)
+    # the default window ends once M1 is decisive, well before its 15 s
+    assert json.loads(whole.out)["window_s"] < WINDOW_S - 3, whole.out[:300]
+
+
+async def test_a_queue_behind_a_full_kv_cache_is_the_kv_limit(vllm_pool: ServerPool) -> None:
+    server = vllm_pool.get(FULL_POOL.spec)
+    recorded = await provoke(server, FULL_POOL)
+    for mode, diagnosis in both_modes(server, recorded.windows[0], load_rules()).items():
+        seen = "\n".join([mode, *recorded.measured, text_report(diagnosis)])
+        assert diagnosis.triage is not None and diagnosis.triage.primary is not None, seen
+        assert diagnosis.triage.primary.rule.id == "Q1", seen
+        assert "Q0" not in {f.rule.id for f in diagnosis.triage.findings}, seen
+        assert diagnosis.verdict == "warning" and diagnosis.exit_code == 1, seen
