@@ -2,7 +2,7 @@
 here; an import contract keeps it). Its folders are floors, each importing only those below:
 
     ops > manage > session | whatif > rules | ingest > config > store > catalog, managed_server
-    > frame, histogram, redact, strict_json
+    > frame, histogram, redact, strict_json, exit_codes
 
 Offers, by floor: the orchestrations (`ops`), the managed process and the apply flow
 (`manage`), the session and the one diagnosis (`session`), the scheduler model (`whatif`),
@@ -10,4 +10,20 @@ rules as data (`rules`), frames from the world (`ingest`), the server"s config a
 settings (`config`), the series store (`store`), and the shared data (`frame` and the leaves).
 """
 
-__all__ = ["catalog", "exit_codes", "frame", "histogram", "managed_server", "redact", "strict_json"]
+__all__ = [
+    "catalog",
+    "config",
+    "exit_codes",
+    "frame",
+    "histogram",
+    "ingest",
+    "manage",
+    "managed_server",
+    "ops",
+    "redact",
+    "rules",
+    "session",
+    "store",
+    "strict_json",
+    "whatif",
+]

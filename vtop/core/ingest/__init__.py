@@ -16,6 +16,7 @@ __all__ = [
     "feed_status",
     "feeds",
     "open_feed",
+    "openmetrics_strict",
     "poller",
     "quality",
     "recorder",

@@ -3,4 +3,4 @@ ranked by prediction (rank), the rule unit tests (rule_unittest) and their promt
 (export_unittest). Imports any core floor; nothing in the core imports it.
 """
 
-__all__ = ["export_unittest", "rank", "rule_unittest", "tune"]
+__all__ = ["export_unittest", "front_door", "rank", "rule_unittest", "tune"]

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from vtop.core.config.effective_config import DiagnoseOptions
+from vtop.core.exit_codes import BY_SEVERITY, ExitCode
 from vtop.core.frame import Frame, ProbeResult
 from vtop.core.ingest.poller import poll
 from vtop.core.ingest.sources.probe import ProbeOptions, ProbeSource
@@ -25,7 +26,7 @@ from vtop.core.store.probe_series import PROBE_TARGET
 
 Result = TypeVar("Result")
 SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}
-EXIT_NO_ANSWER = 3
+EXIT_NO_ANSWER = ExitCode.UNKNOWN
 HTTP_OK = 200
 
 
@@ -78,7 +79,8 @@ class FrontDoor:
     @property
     def exit_code(self) -> int:
         """0 ok, 1 warning, 2 critical, 3 no canary got an answer."""
-        return {"ok": 0, "warning": 1, "critical": 2}.get(self.verdict, EXIT_NO_ANSWER)
+        verdict = self.verdict
+        return EXIT_NO_ANSWER if verdict == "unknown" else BY_SEVERITY[verdict]
 
 
 async def probe_front_door(

@@ -8,4 +8,4 @@ and `Diagnosis` (diagnose), the fleet rows (fleet), each target's summaries over
 columns (history), and the recent frames a bundle writes, held compressed (recent).
 """
 
-__all__ = ["diagnose", "fleet", "history", "recent", "session"]
+__all__ = ["diagnose", "fleet", "history", "recent", "session", "unjudged"]

@@ -6,4 +6,13 @@ Offers `Store` (store), `TargetSummary` and `summarize` (summary); LoRA demand a
 `lora:*` numbers rules compare (lora_series).
 """
 
-__all__ = ["gpu_series", "ingest", "lora_series", "presence", "rings", "store", "summary"]
+__all__ = [
+    "gpu_series",
+    "ingest",
+    "lora_series",
+    "presence",
+    "probe_series",
+    "rings",
+    "store",
+    "summary",
+]

@@ -7,6 +7,7 @@ __all__ = [
     "chart_scroll",
     "event_log",
     "findings",
+    "front_door",
     "gpu_panel",
     "header",
     "log_panel",

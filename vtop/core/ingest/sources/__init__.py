@@ -8,8 +8,10 @@ __all__ = [
     "bounded_http",
     "fast_http",
     "nvml",
+    "probe",
     "process_log",
     "prometheus",
     "server_facts",
+    "tls",
     "vllm_http",
 ]
