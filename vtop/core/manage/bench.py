@@ -8,7 +8,6 @@ wall-clock time, never a sum of latencies.
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import random
 import time
@@ -18,6 +17,14 @@ from typing import Any
 
 import httpx
 
+from vtop.core.ingest.sources.openai_stream import (
+    DONE,
+    EventLines,
+    carries_a_token,
+    data_of,
+    error_of,
+    usage_of,
+)
 from vtop.core.manage.bench_report import BenchReport, RequestResult, summarize
 
 WORDS = [
@@ -137,53 +144,30 @@ class StreamStalledError(Exception):
     """The server sent nothing for longer than the stall timeout in the middle of a stream."""
 
 
-MAX_SSE_LINE = 1 << 20
-"""Bytes one event line may hold before the stream is taken as not an event stream."""
-
-
-async def sse_lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[str]:
-    """The lines of an event stream, split only at CR, LF or CRLF as the SSE format says.
-    httpx's `aiter_lines` also splits at U+2028, U+0085 and the like, which a model may
-    generate inside a JSON string (a random-weight one often does)."""
-    pending = b""
-    async for chunk in chunks:
-        pending += chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        *complete, pending = pending.split(b"\n")
-        for line in complete:
-            yield line.decode("utf-8", errors="replace")
-        if len(pending) > MAX_SSE_LINE:
-            raise ValueError(f"an event line over {MAX_SSE_LINE} bytes")
-    if pending:
-        yield pending.decode("utf-8", errors="replace")
-
-
 async def sse_events(
     response: httpx.Response, stall_timeout_s: float
 ) -> AsyncIterator[dict[str, Any]]:
-    """Decoded `data:` events of a server-sent-event stream."""
-    lines = sse_lines(response.aiter_bytes())
+    """The stream's events (openai_stream reads them, as `vtop probe` does), each within
+    `stall_timeout_s` of the one before."""
+    lines = EventLines()
+    chunks = response.aiter_bytes()
     while True:
         try:
-            line = await asyncio.wait_for(anext(lines), stall_timeout_s)
+            chunk = await asyncio.wait_for(anext(chunks), stall_timeout_s)
         except StopAsyncIteration:
-            return
+            break
         except TimeoutError as error:
             raise StreamStalledError from error
-        if not line.startswith("data:"):
-            continue
-        payload = line[5:].strip()
-        if payload == "[DONE]":
-            return
-        yield json.loads(payload)
-
-
-def _has_output(event: dict[str, Any]) -> bool:
-    """True when a stream event carries generated text."""
-    for choice in event.get("choices") or []:
-        delta = choice.get("delta") or {}
-        if choice.get("text") or delta.get("content") or delta.get("reasoning_content"):
-            return True
-    return False
+        for line in lines.feed(chunk):
+            event = data_of(line)
+            if event == DONE:
+                return
+            if isinstance(event, dict):
+                yield event
+    for line in lines.rest():
+        event = data_of(line)
+        if isinstance(event, dict):
+            yield event
 
 
 async def run_streaming(
@@ -199,16 +183,18 @@ async def run_streaming(
             return RequestResult(ok=False, error=f"HTTP {response.status_code}")
         async for event in sse_events(response, config.stall_timeout_s):
             now = time.perf_counter()
-            if _has_output(event):
+            failure = error_of(event)
+            if failure is not None:
+                return RequestResult(ok=False, error=f"error event in the stream: {failure[1]}")
+            if carries_a_token(event):
                 if last is None:
                     result.ttft_s = now - started
                 else:
                     result.chunk_gaps_s.append(now - last)
                 last = now
-            usage = event.get("usage")
-            if usage:
-                result.output_tokens = int(usage.get("completion_tokens") or 0)
-                result.prompt_tokens = int(usage.get("prompt_tokens") or 0)
+            usage = usage_of(event)
+            if usage is not None:
+                result.prompt_tokens, result.output_tokens = usage[0] or 0, usage[1] or 0
     result.e2e_s = time.perf_counter() - started
     result.ok = True
     return result

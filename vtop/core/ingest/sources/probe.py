@@ -11,7 +11,6 @@ back looks like: every token in one read, after the whole answer was generated.
 
 from __future__ import annotations
 
-import json
 import time
 import zlib
 from dataclasses import dataclass, field
@@ -21,6 +20,14 @@ import httpx
 
 from vtop.core import redact
 from vtop.core.frame import ProbeResult
+from vtop.core.ingest.sources.openai_stream import (
+    DONE,
+    EventLines,
+    carries_a_token,
+    data_of,
+    error_of,
+    usage_of,
+)
 from vtop.core.ingest.sources.tls import tls_context
 
 SHOWN_HEADERS = ("content-encoding", "x-accel-buffering", "transfer-encoding", "server", "via")
@@ -51,7 +58,7 @@ class _Reading:
 
     started: float
     reads: list[tuple[float, int]] = field(default_factory=list)
-    pending: bytes = b""
+    lines: EventLines = field(default_factory=EventLines)
     first_token_s: float | None = None
     tokens: int = 0
     usage_tokens: int | None = None
@@ -64,63 +71,28 @@ class _Reading:
         """One read off the socket: its time and size, and the events it completes."""
         self.reads.append((at, len(raw)))
         self.total += len(raw)
-        self.pending += decoded.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        *lines, self.pending = self.pending.split(b"\n")
-        for line in lines:
-            self._line(at, line.decode("utf-8", errors="replace"))
+        for line in self.lines.feed(decoded):
+            self._line(at, line)
 
     def _line(self, at: float, line: str) -> None:
         """One SSE line."""
-        if not line.startswith("data:"):
-            return
-        payload = line[5:].strip()
-        if payload == "[DONE]":
+        event = data_of(line)
+        if event == DONE:
             self.finished = True
-            return
-        try:
-            event = json.loads(payload)
-        except ValueError:
             return
         if not isinstance(event, dict):
             return
-        error = event.get("error")
-        if isinstance(error, dict):
-            code = error.get("code")
-            self.failure = (code if isinstance(code, int) else None, str(error.get("message")))
+        failure = error_of(event)
+        if failure is not None:
+            self.failure = failure
             return
-        if _carries_a_token(event):
+        if carries_a_token(event):
             self.tokens += 1
             if self.first_token_s is None:
                 self.first_token_s = at
-        usage = event.get("usage")
-        if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
-            self.usage_tokens = int(usage["completion_tokens"])
-
-
-def _carries_a_token(event: dict[str, Any]) -> bool:
-    """True when a stream event is one vLLM wrote for generated tokens.
-
-    vLLM writes one event per engine step that produced tokens, with the text the detokenizer
-    could release, which is empty while a character's bytes are incomplete; those events count
-    (the path delivers them like any other). Chat's opening role event carries no token, and the
-    closing usage event has no choice."""
-    for choice in event.get("choices") or []:
-        if not isinstance(choice, dict):
-            continue
-        if isinstance(choice.get("text"), str):
-            return True
-        delta = choice.get("delta")
-        if isinstance(delta, dict) and "role" not in delta and _has_output(delta):
-            return True
-    return False
-
-
-def _has_output(delta: dict[str, Any]) -> bool:
-    """A chat delta carrying what the model wrote: content, reasoning or a tool call."""
-    return any(
-        delta.get(key) is not None
-        for key in ("content", "reasoning", "reasoning_content", "tool_calls")
-    )
+        usage = usage_of(event)
+        if usage is not None and usage[1] is not None:
+            self.usage_tokens = usage[1]
 
 
 def _decoder(encoding: str | None) -> Any:
