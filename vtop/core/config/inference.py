@@ -36,6 +36,8 @@ SHARE_AT_PEAK = 0.2
 """With Little's law, scrapes must still read the peak this often: a large batch wandering
 around its mean under a token budget averages near its peak but rarely touches it."""
 PREFILLING = 0.8
+HELD_EXACTLY = 0.02
+"""Little's mean within 2% of the running count: it never moved off it (see _budget_bound)."""
 """Requests in prefill on average (Little's law on request_prefill_time_seconds) at or above
 this: a prompt is mid-prefill in nearly every step. Under a saturated token budget one always
 is, since any budget left over would admit a waiting request; under a sequence cap prefills
@@ -101,6 +103,12 @@ class EngineWindow:
         if self.running_little is None:
             return 0.0
         return max(0.0, min(1.0, self.running_little - (self.held_at - 1)))
+
+    @property
+    def held_exactly(self) -> bool:
+        """Little's law says running sat at its count the whole window (within HELD_EXACTLY)."""
+        little = self.running_little
+        return little is not None and abs(little - self.held_at) <= HELD_EXACTLY * self.held_at
 
     @property
     def pinned(self) -> bool:
@@ -284,12 +292,17 @@ def infer_max_num_seqs(window: EngineWindow, capacity_per_engine: float | None) 
 def _budget_bound(window: EngineWindow) -> bool:
     """A prompt is mid-prefill in nearly every step and steps carry far more tokens than one per
     running request: prompt chunks fill the budget (running then sits still too, at the few
-    requests the budget lets in, so a pinned count is no sequence cap here)."""
+    requests the budget lets in, so a pinned count is no sequence cap here). Unless Little's law
+    says running sat at its count through the whole window: under a budget, every step whose
+    decodes leave some of it admits one more request, and the count moves; only a cap holds it
+    exactly (a real cap of 2 on a 2-core host, its 256-token prompts prefilling slowly: Little's
+    mean 2.008, steps of 10.5 tokens, 0.83 prefilling)."""
     return (
         window.tokens_per_step is not None
         and window.prefilling is not None
         and window.prefilling >= PREFILLING
         and window.tokens_per_step > 2 * window.held_at
+        and not window.held_exactly
     )
 
 

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from vtop.core.config.inference import EngineWindow, infer_max_num_seqs
+import dataclasses
+
+from vtop.core.config.inference import (
+    EngineWindow,
+    infer_max_num_batched_tokens,
+    infer_max_num_seqs,
+)
 
 
 def cap_window(peak: float, share: float, little: float) -> EngineWindow:
@@ -40,3 +46,25 @@ def test_a_cap_the_gauge_misses_between_steps_is_inferred_from_littles_law() -> 
     # a batch wandering near a large peak implies nothing: Little's mean 11 of a peak of 12
     wandering = cap_window(peak=12, share=0.05, little=11.0)
     assert not wandering.pinned and infer_max_num_seqs(wandering, None) is None
+
+
+def test_a_cap_held_exactly_is_a_cap_even_while_slow_prefills_fill_the_steps() -> None:
+    # a real max-num-seqs 2 on a busy 2-core host, the URL alone: 256-token prompts prefill
+    # slowly, so a prompt is mid-prefill 83% of the time and steps average 10.5 tokens, which
+    # alone reads like an 11-token budget; but Little's law says 2.008 ran all along
+    capped = dataclasses.replace(
+        cap_window(peak=2, share=0.27, little=2.0079),
+        waiting=13.6,
+        tokens_per_step=10.56,
+        prefilling=0.833,
+    )
+    assert capped.held_exactly
+    inferred = infer_max_num_seqs(capped, 524288)
+    assert inferred is not None and inferred.value == 2, capped
+    assert infer_max_num_batched_tokens(capped) is None
+    # a budget's running count moves (Little's mean between whole numbers): a budget
+    budgeted = dataclasses.replace(capped, running_peak=3, running_little=2.4, tokens_per_step=60)
+    assert not budgeted.held_exactly
+    assert infer_max_num_seqs(budgeted, 524288) is None
+    budget = infer_max_num_batched_tokens(budgeted)
+    assert budget is not None and budget.value == 64, budget
