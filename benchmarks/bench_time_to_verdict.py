@@ -7,7 +7,7 @@ Each endpoint is served on 127.0.0.1 by this process and replays what a real vLL
 - storm: the shipped demo recording from 20 s in (a preemption storm), one frame a second;
 - capped: the same recording from 110 s in (after the fix: a queue at what the KV cache holds);
 - stalled: one storm frame repeated (requests run and wait, no counter moves: a hung engine);
-- healthy: the 0.32 capture taken under load with its queue emptied, counters growing;
+- healthy: two requests running, none waiting, a third of the KV cache, tokens flowing;
 - not-vllm: an HTML page; dead: a port nothing listens on.
 Prints, per kind, the median wall seconds, the verdict and exit code of each mode, and the
 ratio default / whole window.
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import socket
 import statistics
 import subprocess
@@ -29,7 +28,6 @@ from contextlib import closing, contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from tests.support.payloads import fixture
 from vtop.core.ingest.recorder import RecordingReader
 
 DEMO = Path(__file__).resolve().parents[1] / "vtop" / "demo" / "storm.vtoprec"
@@ -53,20 +51,37 @@ def replaying(texts: list[str]) -> Body:
     return lambda elapsed: (200, "text/plain", texts[min(int(elapsed), len(texts) - 1)])
 
 
+HEALTHY = """# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{{engine="0",model_name="m"}} 2
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{{engine="0",model_name="m"}} 0
+# TYPE vllm:kv_cache_usage_perc gauge
+vllm:kv_cache_usage_perc{{engine="0",model_name="m"}} 0.3
+# TYPE vllm:num_preemptions counter
+vllm:num_preemptions_total{{engine="0",model_name="m"}} 0
+# TYPE vllm:prompt_tokens counter
+vllm:prompt_tokens_total{{engine="0",model_name="m"}} {prompt}
+# TYPE vllm:generation_tokens counter
+vllm:generation_tokens_total{{engine="0",model_name="m"}} {generated}
+# TYPE vllm:request_success counter
+vllm:request_success_total{{engine="0",finished_reason="length",model_name="m"}} {finished}
+# TYPE vllm:time_to_first_token_seconds histogram
+vllm:time_to_first_token_seconds_bucket{{engine="0",le="0.1",model_name="m"}} {finished}
+vllm:time_to_first_token_seconds_bucket{{engine="0",le="+Inf",model_name="m"}} {finished}
+vllm:time_to_first_token_seconds_sum{{engine="0",model_name="m"}} {ttft}
+vllm:time_to_first_token_seconds_count{{engine="0",model_name="m"}} {finished}
+"""
+"""Two requests running, nothing waiting, a third of the cache: what a healthy vLLM exposes
+of what the rules read (one request a second, 64 prompt and 128 generated tokens each)."""
+
+
 def healthy() -> Body:
-    """The under-load capture with nobody waiting, its other counters growing 0.2% a second."""
-    text = re.sub(r"(vllm:num_requests_waiting[^ ]*) [0-9.]+", r"\1 0.0", fixture("underload"))
+    """HEALTHY with its counters at `elapsed` seconds of steady, light traffic."""
 
     def body(elapsed: float) -> tuple[int, str, str]:
-        lines = []
-        for line in text.splitlines():
-            head, _, value = line.rpartition(" ")
-            grows = head.split("{", 1)[0].endswith(("_total", "_bucket", "_count", "_sum"))
-            if line.startswith("#") or not grows or "queue_time" in head:
-                lines.append(line)
-            else:
-                lines.append(f"{head} {float(value) * (1 + 0.002 * int(elapsed))!r}")
-        return 200, "text/plain", "\n".join(lines) + "\n"
+        done = 100 + int(elapsed)
+        values = {"prompt": 64 * done, "generated": 128 * done, "finished": done}
+        return 200, "text/plain", HEALTHY.format(ttft=0.05 * done, **values)
 
     return body
 

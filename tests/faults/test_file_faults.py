@@ -88,13 +88,13 @@ def test_broken_rule_tests_are_named_with_their_line(tmp_path: Path) -> None:
     )
 
 
-def test_rules_commands_on_a_missing_or_empty_directory_exit_2(tmp_path: Path) -> None:
+def test_rules_commands_on_a_missing_or_empty_directory_exit_64(tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
     for directory in (tmp_path / "missing", empty):
         for action in ("check", "test"):
-            refused(vtop("rules", action, str(directory)), str(directory), code=2)
-        refused(vtop("rules", "export", "--rules", str(directory)), str(directory), code=2)
+            refused(vtop("rules", action, str(directory)), str(directory), code=64)
+        refused(vtop("rules", "export", "--rules", str(directory)), str(directory), code=64)
 
 
 def test_export_reports_a_bad_rule_with_its_line(tmp_path: Path) -> None:

@@ -43,6 +43,7 @@ async def test_plain_lines_carry_the_primary_finding_and_its_flag() -> None:
     lines: list[str] = []
     feed = ReplayFeed([storm(t) for t in range(20)], speed=0)
     await run_plain(feed, load_rules(), DiagnoseOptions(), None, lines.append)
-    assert len(lines) == 20 and "| " not in lines[0]  # a finding must hold for 5 s first
+    assert len(lines) == 20 and "| CRITICAL" not in lines[0]  # a finding holds 5 s first
+    assert "| NOT OK, not judged yet: a queue" in lines[0]  # but a queue is never OK
     assert "| CRITICAL M1[engine 0] preemption storm" in lines[-1]
     assert lines[-1].endswith(": --max-num-seqs 1")
