@@ -169,3 +169,17 @@ def test_diagnose_ranks_the_primary_fixes_by_prediction_unless_told_not_to() -> 
     assert "PREDICTED (scheduler model" in text.out
     quiet = vtop("diagnose", str(DEMO), "--to", "75", "--json", "--no-predict")
     assert json.loads(quiet.out)["predictions"] is None
+
+
+def test_reports_fold_to_80_columns_in_a_pipe_and_name_the_model_as_it_is_served() -> None:
+    for args in (
+        ("diagnose", str(DEMO), "--to", "80"),
+        ("whatif", str(DEMO), "--to", "75", "--set", "max-num-seqs=1"),
+    ):
+        piped = vtop(*args, env={"COLUMNS": ""})
+        lines = piped.out.splitlines()
+        assert lines and max(map(len, lines)) <= 80, [line for line in lines if len(line) > 80]
+        assert "/work/" not in piped.out and "/.cache/" not in piped.out, piped.out[:400]
+    wide = vtop("diagnose", str(DEMO), "--to", "80", env={"COLUMNS": "120"}).out.splitlines()
+    assert 80 < max(map(len, wide)) <= 120
+    assert wide[0].endswith("(tiny) over 79 s"), wide[0]

@@ -26,6 +26,7 @@ from vtop.core.session.diagnose import judged_window
 from vtop.core.strict_json import strict_json
 from vtop.core.whatif.calibrate import CannotModelError
 from vtop.core.whatif.predict import FLAGS, whatif
+from vtop.text.fold import fold, terminal_width
 from vtop.text.whatif import json_refusal, json_whatif, text_whatif
 
 EXIT_CANNOT = ExitCode.UNKNOWN
@@ -167,5 +168,6 @@ def _whatif(args: argparse.Namespace) -> int:
     except CannotModelError as error:
         raise CliError(f"whatif: cannot model this window: {error}", EXIT_CANNOT) from None
     warn_unkept(profiles)
-    print(strict_json(json_whatif(prediction)) if args.json else text_whatif(prediction))
+    text = fold(text_whatif(prediction), terminal_width())
+    print(strict_json(json_whatif(prediction)) if args.json else text)
     return 0 if prediction.predicted is not None or not args.changes else EXIT_CANNOT
