@@ -21,13 +21,12 @@ import socket
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from tests.support.http_server import QuietHandler, serving_handler
 from vtop.core.ingest.recorder import RecordingReader
 
 DEMO = Path(__file__).resolve().parents[1] / "vtop" / "demo" / "storm.vtoprec"
@@ -92,30 +91,19 @@ def html(_: float) -> tuple[int, str, str]:
 
 @contextmanager
 def serving(body: Body) -> Iterator[str]:
-    """`body` on a free loopback port (every path), until the block ends."""
+    """`body` at /metrics of a free loopback port (404 elsewhere), until the block ends."""
     started = time.monotonic()
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_GET(self) -> None:
             status, kind, text = body(time.monotonic() - started)
-            payload = (text if self.path == "/metrics" else "{}").encode()
-            self.send_response(status if self.path == "/metrics" else 404)
-            self.send_header("Content-Type", kind)
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
+            if self.path == "/metrics":
+                self.reply(status, text.encode(), kind)
+            else:
+                self.reply(404, b"{}", "application/json")
 
-        def log_message(self, format: str, *args: object) -> None:
-            return
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving_handler(Handler) as url:
+        yield url
 
 
 @contextmanager
