@@ -1,13 +1,16 @@
 """Floor 5, the sources: the only code that does I/O on the world, every read bounded in time and
 bytes. vLLM"s `/metrics` and what it says over HTTP (`VllmHttpSource`, server_facts), NVML
 (`NvmlSource`), Prometheus"s API (`PrometheusClient`, `PrometheusFeed`) and a managed server"s
-log (`LogTail`). Imports config and the leaves; never touches a widget.
+log (`LogTail`), the canaries through the front door (`ProbeSource`) and the one reader of an
+OpenAI event stream they and `vtop bench` share (openai_stream). Imports config and the
+leaves; never touches a widget.
 """
 
 __all__ = [
     "bounded_http",
     "fast_http",
     "nvml",
+    "openai_stream",
     "probe",
     "process_log",
     "prometheus",
