@@ -6,9 +6,11 @@ import dataclasses
 
 from vtop.core.config.inference import (
     EngineWindow,
+    Inferences,
     infer_max_num_batched_tokens,
     infer_max_num_seqs,
 )
+from vtop.core.config.server_config import Setting
 
 
 def cap_window(peak: float, share: float, little: float) -> EngineWindow:
@@ -67,4 +69,27 @@ def test_a_cap_held_exactly_is_a_cap_even_while_slow_prefills_fill_the_steps() -
     assert not budgeted.held_exactly
     assert infer_max_num_seqs(budgeted, 524288) is None
     budget = infer_max_num_batched_tokens(budgeted)
+    assert budget is not None and budget.value == 64, budget
+
+
+def test_a_budget_a_short_window_read_is_dropped_once_the_cap_holds_running_exactly() -> None:
+    inferences = Inferences()
+    inferences.settings["max_num_batched_tokens"] = Setting(11, "inferred: steps carried 10")
+    capped = dataclasses.replace(
+        cap_window(peak=2, share=0.27, little=2.0079), tokens_per_step=10.56, prefilling=0.833
+    )
+    inferences._drop_contradicted([capped])
+    assert "max_num_batched_tokens" not in inferences.settings
+    moving = dataclasses.replace(capped, running_little=1.69)  # a budget's count moves
+    inferences.settings["max_num_batched_tokens"] = Setting(64, "inferred: steps carried 64")
+    inferences._drop_contradicted([moving])
+    assert "max_num_batched_tokens" in inferences.settings
+
+
+def test_a_budget_s_mean_step_measured_a_little_high_is_read_as_its_power_of_two() -> None:
+    # a real 64-token budget on a busy 2-core host: steps counted by the mean ITL read 68.7
+    window = dataclasses.replace(
+        cap_window(peak=2, share=0.67, little=1.69), tokens_per_step=68.7, prefilling=1.1
+    )
+    budget = infer_max_num_batched_tokens(window)
     assert budget is not None and budget.value == 64, budget
