@@ -273,8 +273,10 @@ def _promoted(
     """A fallback that fired (Q0, "no limiter identified") gives way to a specific rule it
     defers to (`unless_found`) whose condition holds but not yet for its `for:`: the limiter
     the evidence shows outranks "none identified", so whether the answer is right never turns
-    on a hold ending a second inside or outside the window. The pending rule becomes the
-    finding, dated from when its condition began to hold."""
+    on a hold ending a second inside or outside the window. Likewise a finding that fired joins
+    the cause that explains it (`explains`) when the cause's condition holds: the storm is the
+    primary, the KV limit its symptom. The pending rule becomes a finding, dated from when its
+    condition began to hold."""
     promoted: dict[tuple[str, Labels], Pending] = {}
     kept: list[tuple[Rule, Labels, float]] = []
     fired = {rule.id for rule, _, _ in due}
@@ -284,6 +286,9 @@ def _promoted(
             promoted.update({(p.rule.id, p.labels): p for p in waiting_on})
             continue
         kept.append((rule, labels, since))
+        # a cause whose condition holds outranks its symptom that fired first (M1 over Q1)
+        causes = [p for p in pending if rule.id in p.rule.explains and p.rule.severity != "info"]
+        promoted.update({(p.rule.id, p.labels): p for p in causes})
     if not promoted:
         return due, pending
     kept += [(p.rule, p.labels, now - p.held_s) for p in promoted.values()]
