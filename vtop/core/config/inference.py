@@ -36,8 +36,7 @@ SHARE_AT_PEAK = 0.2
 """With Little's law, scrapes must still read the peak this often: a large batch wandering
 around its mean under a token budget averages near its peak but rarely touches it."""
 PREFILLING = 0.8
-HELD_EXACTLY = 0.02
-"""Little's mean within 2% of the running count: it never moved off it (see _budget_bound)."""
+
 """Requests in prefill on average (Little's law on request_prefill_time_seconds) at or above
 this: a prompt is mid-prefill in nearly every step. Under a saturated token budget one always
 is, since any budget left over would admit a waiting request; under a sequence cap prefills
@@ -45,7 +44,7 @@ are brief (seen on vLLM 0.32: 1.16 under a 64-token budget, 0.5 at max-num-seqs 
 POWER_OF_TWO_SHARE = 0.75
 """A step size within this share of the next power of two is read as that power (budgets are
 powers of two almost everywhere: vLLM's defaults are 2048, 4096, 8192, 16384)."""
-OVERSHOOT = 1.1
+OVERSHOOT = 1.15
 """A step size this far above a power of two is still read as it. The mean is measured high:
 its steps are counted by the mean inter-token latency, which misses steps in which no request
 decodes (a real 64-token budget on a busy 2-core host read 68.7 tokens a step); no step can carry
@@ -106,12 +105,6 @@ class EngineWindow:
         if self.running_little is None:
             return 0.0
         return max(0.0, min(1.0, self.running_little - (self.held_at - 1)))
-
-    @property
-    def held_exactly(self) -> bool:
-        """Little's law says running sat at its count the whole window (within HELD_EXACTLY)."""
-        little = self.running_little
-        return little is not None and abs(little - self.held_at) <= HELD_EXACTLY * self.held_at
 
     @property
     def pinned(self) -> bool:
@@ -295,18 +288,27 @@ def infer_max_num_seqs(window: EngineWindow, capacity_per_engine: float | None) 
 def _budget_bound(window: EngineWindow) -> bool:
     """A prompt is mid-prefill in nearly every step and steps carry far more tokens than one per
     running request: prompt chunks fill the budget (running then sits still too, at the few
-    requests the budget lets in, so a pinned count is no sequence cap here). Unless Little's law
-    says running sat at its count through the whole window: under a budget, every step whose
-    decodes leave some of it admits one more request, and the count moves; only a cap holds it
-    exactly (a real cap of 2 on a 2-core host, its 256-token prompts prefilling slowly: Little's
-    mean 2.008, steps of 10.5 tokens, 0.83 prefilling)."""
+    requests the budget lets in, so a pinned count is no sequence cap here). And the mean step
+    lies in a budget's band (`_near_a_budget`): a saturated budget's steps carry what it
+    allows. Slow prefills under a sequence cap also keep a prompt mid-prefill most of the time
+    (a real cap of 2 on a busy 2-core host, 256-token prompts: 0.83 prefilling, 10.5 tokens a
+    step), but their mean step is no budget's."""
     return (
         window.tokens_per_step is not None
         and window.prefilling is not None
         and window.prefilling >= PREFILLING
         and window.tokens_per_step > 2 * window.held_at
-        and not window.held_exactly
+        and _near_a_budget(window.tokens_per_step)
     )
+
+
+def _near_a_budget(tokens_per_step: float) -> bool:
+    """The mean step lies within -25%/+OVERSHOOT of a power of two: what a saturated budget
+    gives (budgets are powers of two almost everywhere: vLLM's defaults are 2048, 4096, 8192,
+    16384; the mean is measured a little high, never above the budget itself)."""
+    above = 2 ** math.ceil(math.log2(max(tokens_per_step, 1.0)))
+    below = above / 2
+    return tokens_per_step >= POWER_OF_TWO_SHARE * above or tokens_per_step <= OVERSHOOT * below
 
 
 def infer_max_num_batched_tokens(window: EngineWindow) -> Setting | None:
@@ -350,19 +352,8 @@ class Inferences:
         self._drop_contradicted(windows)
         return dict(self.settings)
 
-    def _drop_budget_a_held_cap_explains(self, windows: list[EngineWindow]) -> None:
-        """A budget read from slow prefills is dropped once a window shows running held exactly
-        at a count with a queue and room: only a sequence cap holds it so (see _budget_bound);
-        a shorter window earlier could not tell the two apart."""
-        if "max_num_batched_tokens" in self.settings and any(
-            w.held_exactly and w.queue_with_room and w.pinned for w in windows
-        ):
-            del self.settings["max_num_batched_tokens"]
-
     def _drop_contradicted(self, windows: list[EngineWindow]) -> None:
-        """A sequence cap below the running seen, a budget below the tokens per step seen, or a
-        budget where a cap holds running exactly."""
-        self._drop_budget_a_held_cap_explains(windows)
+        """A sequence cap below the running seen, or a budget below the tokens per step seen."""
         cap = self.settings.get("max_num_seqs")
         if cap is not None and any(w.running_peak > float(cap.value) for w in windows):
             del self.settings["max_num_seqs"]

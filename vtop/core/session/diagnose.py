@@ -130,6 +130,9 @@ async def window_frames(
 
 MIN_DECISIVE_S = 3.0
 """The shortest live window that may end early: a few scrapes' deltas."""
+STORM_KV = 0.9
+"""A queue limiter with the KV cache this full is not decisive: preemptions (M1, which
+outranks it) come in bursts and may not have shown in the first seconds."""
 
 
 @dataclass
@@ -137,9 +140,9 @@ class EarlyVerdict:
     """Ends a live window as soon as the evidence is decisive: the same primary finding on
     two judgements in a row, after at least MIN_DECISIVE_S, that nothing later could
     outrank: a critical one (a stall, a storm at full KV), or a queue limiter (a pinned cap,
-    a full budget) with no preemption seen (a storm would take it over); never a fallback
-    ("no limiter identified"), which a limiter may yet replace. The frames are judged exactly
-    as the report will judge them."""
+    a full budget) with no preemption seen and the KV cache under STORM_KV (a storm would take
+    it over); never a fallback ("no limiter identified"), which a limiter may yet replace.
+    The frames are judged exactly as the report will judge them."""
 
     rules: list[Rule]
     options: DiagnoseOptions
@@ -167,7 +170,9 @@ class EarlyVerdict:
         storming = any(line.startswith("seen: preemptions") for line in found.not_judged)
         preempting = (found.summary.preemptions_per_s or 0) > 0 if found.summary else False
         fallback = bool(primary.rule.unless_found)  # Q0: a limiter may yet be identified
-        return primary.rule.phase == "queue" and not (storming or preempting or fallback)
+        kv = found.gauges.get("kv")
+        filling = kv is None or kv.peak is None or kv.peak >= STORM_KV  # a storm may follow
+        return primary.rule.phase == "queue" and not (storming or preempting or fallback or filling)
 
 
 def needed_window(
