@@ -306,7 +306,7 @@ def _near_a_budget(tokens_per_step: float) -> bool:
     """The mean step lies within -25%/+OVERSHOOT of a power of two: what a saturated budget
     gives (budgets are powers of two almost everywhere: vLLM's defaults are 2048, 4096, 8192,
     16384; the mean is measured a little high, never above the budget itself)."""
-    above = 2 ** math.ceil(math.log2(max(tokens_per_step, 1.0)))
+    above = float(2 ** math.ceil(math.log2(max(tokens_per_step, 1.0))))
     below = above / 2
     return tokens_per_step >= POWER_OF_TWO_SHARE * above or tokens_per_step <= OVERSHOOT * below
 
