@@ -70,6 +70,8 @@ class EngineWindow:
     prefilling: float | None
     """Requests in prefill on average over the window (Little's law)."""
     prompt_p99: float | None
+    finished: float | None = None
+    """Requests that finished in the window (every finish reason)."""
 
     @property
     def queue_with_room(self) -> bool:
@@ -188,6 +190,7 @@ def engine_windows(store: Store, target: str, now: float, window: float) -> list
     kv = read.points("vllm:kv_cache_usage_perc")
     preempted = read.total("vllm:num_preemptions_total", "increase")
     generated = read.total("vllm:generation_tokens_total", "increase")
+    finished = read.total("vllm:request_success_total", "increase")
     queue_rate = read.total("vllm:request_queue_time_seconds_sum", "rate")
     little = read.total("vllm:request_inference_time_seconds_sum", "rate")
     step_tokens = _tokens_per_step(read)
@@ -218,6 +221,7 @@ def engine_windows(store: Store, target: str, now: float, window: float) -> list
                 tokens_per_step=step_tokens.get(key),
                 prefilling=prefilling.get(key),
                 prompt_p99=prompt_p99.get(key),
+                finished=finished.get(key),
             )
         )
     return windows
