@@ -50,3 +50,29 @@ def frame_from_texts(when: float, texts: Mapping[str, str]) -> Frame:
         frame_from_text(when, text, target).scrapes[0] for target, text in texts.items()
     )
     return Frame(when, scrapes)
+
+
+STEADY_TYPES = {
+    "vllm:num_requests_running": "gauge",
+    "vllm:num_requests_waiting": "gauge",
+    "vllm:kv_cache_usage_perc": "gauge",
+    "vllm:generation_tokens_total": "counter",
+}
+
+
+def steady(seconds: int, waiting: float, kv: float = 0.5) -> list[Frame]:
+    """A server with two requests running and tokens flowing, `waiting` requests queued and the
+    KV cache at `kv`, one frame a second."""
+    return [
+        frame(
+            t,
+            STEADY_TYPES,
+            {
+                "vllm:num_requests_running": 2,
+                "vllm:num_requests_waiting": waiting,
+                "vllm:kv_cache_usage_perc": kv,
+                "vllm:generation_tokens_total": 40 * t,
+            },
+        )
+        for t in range(seconds)
+    ]

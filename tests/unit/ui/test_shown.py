@@ -4,8 +4,7 @@ empty text, and the action line fitted to 80 columns without cutting the flag di
 
 from __future__ import annotations
 
-from tests.support.frames import TARGET, down_frame
-from tests.support.frames import frame as numbers_frame
+from tests.support.frames import TARGET, down_frame, steady
 from tests.support.storm import storm_frames
 from vtop.core.config.effective_config import DiagnoseOptions
 from vtop.core.frame import Frame
@@ -15,12 +14,6 @@ from vtop.core.session.session import Session
 from vtop.ui.shown import FIRST_CONTACT, Shown, Surroundings, build, fit, fit_action
 
 LIVE = FeedStatus(Mode.LIVE, 1.0)
-TYPES = {
-    "vllm:num_requests_running": "gauge",
-    "vllm:num_requests_waiting": "gauge",
-    "vllm:kv_cache_usage_perc": "gauge",
-    "vllm:generation_tokens_total": "counter",
-}
 
 
 def shown_after(frames: list[Frame], window_s: float = 5.0) -> Shown:
@@ -33,19 +26,7 @@ def shown_after(frames: list[Frame], window_s: float = 5.0) -> Shown:
 
 
 def flowing(seconds: int, waiting: float) -> list[Frame]:
-    return [
-        numbers_frame(
-            t,
-            TYPES,
-            {
-                "vllm:num_requests_running": 2,
-                "vllm:num_requests_waiting": waiting,
-                "vllm:kv_cache_usage_perc": 0.3,
-                "vllm:generation_tokens_total": 40 * t,
-            },
-        )
-        for t in range(seconds)
-    ]
+    return steady(seconds, waiting, kv=0.3)
 
 
 def test_a_quiet_server_is_ok_after_a_full_window_and_watching_before() -> None:

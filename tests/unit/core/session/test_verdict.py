@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from tests.support.frames import TARGET, frame_from_text
-from tests.support.frames import frame as numbers_frame
+from tests.support.frames import TARGET, frame_from_text, steady
 from tests.support.payloads import fixture
 from tests.support.storm import storm_frames
 from vtop.core.config.effective_config import DiagnoseOptions
@@ -28,30 +27,11 @@ from vtop.core.session.unjudged import problems_seen, watch_note
 from vtop.text.plain import describe_frame
 from vtop.text.report import json_report, text_report
 
-QUEUE_TYPES = {
-    "vllm:num_requests_running": "gauge",
-    "vllm:num_requests_waiting": "gauge",
-    "vllm:kv_cache_usage_perc": "gauge",
-    "vllm:generation_tokens_total": "counter",
-}
-
 
 def queued(seconds: int, waiting: float = 6.0) -> list[Frame]:
     """Requests wait behind two running, tokens flow, the cache half full: no rule holds yet
     in a few seconds (Q0 needs 10 s), but the queue is there."""
-    return [
-        numbers_frame(
-            t,
-            QUEUE_TYPES,
-            {
-                "vllm:num_requests_running": 2,
-                "vllm:num_requests_waiting": waiting,
-                "vllm:kv_cache_usage_perc": 0.5,
-                "vllm:generation_tokens_total": 40 * t,
-            },
-        )
-        for t in range(seconds)
-    ]
+    return steady(seconds, waiting)
 
 
 def test_a_queue_no_rule_has_judged_yet_is_incomplete_never_ok() -> None:
