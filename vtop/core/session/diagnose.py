@@ -18,13 +18,12 @@ from vtop.core.ingest.quality import Defect
 from vtop.core.ingest.sources.prometheus import PrometheusClient, PrometheusError, history_frames
 from vtop.core.ingest.sources.vllm_http import ScrapeOptions, never_vllm
 from vtop.core.rules.engine import Engine, Triage, Unchecked
-from vtop.core.rules.promql.ast import selectors
-from vtop.core.rules.promql.evaluator import HOST_LEVEL_PREFIX
 from vtop.core.rules.rule import Rule
 from vtop.core.session.session import FLEET_TARGET, Mark, Session, alternation_text
 from vtop.core.session.unjudged import (
     LENGTHEN_MARGIN_S,
     GaugeWindow,
+    has_inputs,
     mechanism_shown,
     not_judged,
     window_gauges,
@@ -357,7 +356,7 @@ def with_short_windows(
         if rule.scope == "target"
         and rule.id not in seen | judgeable
         and engine.hold_needed_s(rule) > window
-        and _has_inputs(rule, store, target)
+        and has_inputs(rule, store, target)
     ]
     listed = {u.rule.id for u in short}
     pending = tuple(p for p in triage.pending if p.rule.id not in listed)
@@ -371,18 +370,6 @@ def _window_needed(for_s: float, window: float) -> str:
         f"needs {for_s:.0f} s (its for:) to be judged, the window was {window:.0f} s: "
         f"use --window {needed}"
     )
-
-
-def _series_of(name: str, store: Store, target: str) -> bool:
-    """True when the store has the named series for the target (host-level ones for all)."""
-    local = None if name.startswith(HOST_LEVEL_PREFIX) else {"instance": target}
-    return bool(store.select(name, local))
-
-
-def _has_inputs(rule: Rule, store: Store, target: str) -> bool:
-    """True when some series the rule's condition reads exists for the target."""
-    names = {s.name for s in selectors(rule.expr) if not s.name.startswith("vtop:")}
-    return any(_series_of(name, store, target) for name in names)
 
 
 def _no_diagnosis_reason(store: Store, target: str, now: float, window: float) -> str | None:

@@ -145,6 +145,12 @@ def mechanism_shown(rule: Rule, store: Store, target: str, now: float) -> bool:
     return any(_non_zero(store, series, now) for group in found for series in group)
 
 
+def has_inputs(rule: Rule, store: Store, target: str) -> bool:
+    """True when some series the rule's condition reads exists for the target."""
+    names = {s.name for s in selectors(rule.expr) if not s.name.startswith("vtop:")}
+    return any(_series_of(name, store, target) for name in names)
+
+
 def short_rules(engine: Engine, store: Store, target: str, now: float, window: float) -> list[Rule]:
     """The per-server rules that must hold longer than the window and whose mechanism the
     server shows: a window this short cannot call them healthy."""
