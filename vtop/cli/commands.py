@@ -115,6 +115,13 @@ COMMANDS = {
             "probe_parser",
         ),
         Command(
+            "stacks",
+            "where the engine is stuck: its processes' Python stacks (py-spy)",
+            "vtop.cli.stacks",
+            "stacks_main",
+            "stacks_parser",
+        ),
+        Command(
             "bench",
             "load generator: QPS, TTFT/TPOT/ITL percentiles",
             "vtop.cli.bench",

@@ -28,6 +28,7 @@ from vtop.core.config.settings import DEFAULT_URL, Settings
 from vtop.core.frame import Frame
 from vtop.core.ingest.open_feed import first_server, open_feed, scrape_options
 from vtop.core.ingest.sources.prometheus import PrometheusError
+from vtop.core.ops.process_evidence import with_process_evidence
 from vtop.core.ops.rank import primary_predictions
 from vtop.core.rules.promql.parser import PromQLError, parse_duration
 from vtop.core.rules.rule import Rule
@@ -62,7 +63,9 @@ def diagnose_parser() -> argparse.ArgumentParser:
     diagnose.add_argument("--from", dest="start", type=float, help="recording: from N s in")
     diagnose.add_argument("--to", dest="end", type=float, help="recording: up to N s in")
     diagnose.add_argument("--vllm-args", help="the server's `vllm serve` flags, as one string")
-    diagnose.add_argument("--vllm-log", type=Path, help="the server's startup log")
+    diagnose.add_argument(
+        "--vllm-log", type=Path, help="the server's log (its settings; why it died, if it did)"
+    )
     diagnose.add_argument("--json", action="store_true", help="print the JSON report")
     diagnose.add_argument(
         "--no-predict",
@@ -168,6 +171,9 @@ def diagnose_main(argv: list[str]) -> int:
     targets = [scrape.target for frame in frames for scrape in frame.scrapes]
     target = args.target or (targets[0] if targets else "unknown")
     diagnosis, session = judged_diagnosis(target, frames, rules, options)
+    if path is None:
+        url = settings.urls[0] if settings.urls else DEFAULT_URL
+        diagnosis = with_process_evidence(diagnosis, url, options.vllm_log)
     predictions = None
     if not args.no_predict:
         profiles = step_profiles_of()

@@ -12,6 +12,7 @@ from vtop.core.config.server_config import ServerConfig, Setting
 from vtop.core.rules.engine import Finding, Pending, ProposedChange
 from vtop.core.session.diagnose import Diagnosis, FleetDiagnosis
 from vtop.core.session.session import Mark
+from vtop.text.stacks import last_words_json, last_words_lines, whereabouts_json, whereabouts_lines
 
 SCHEMA = "vtop.diagnose/2"
 FLEET_SCHEMA = "vtop.fleet/2"
@@ -91,8 +92,12 @@ def text_report(diagnosis: Diagnosis) -> str:
     named = f" ({served_name(str(model.value))})" if model is not None else ""
     lines = [f"vtop diagnose {diagnosis.target}{named} over {diagnosis.window_s:.0f} s"]
     if diagnosis.triage is None:
-        lines.append(f"VERDICT: could not diagnose - {diagnosis.reason}")
-        return "\n".join(lines + _quality_lines(diagnosis))
+        if diagnosis.last_words is None:
+            lines.append(f"VERDICT: could not diagnose - {diagnosis.reason}")
+        else:
+            lines.append(f"VERDICT: CRITICAL - {diagnosis.last_words.summary}")
+            lines.append(f"  the server: {diagnosis.reason}")
+        return "\n".join(lines + _quality_lines(diagnosis) + _process_lines(diagnosis))
     triage = diagnosis.triage
     lines.append(f"VERDICT: {diagnosis.verdict.upper()}")
     if diagnosis.stopped_answering:
@@ -109,6 +114,7 @@ def text_report(diagnosis: Diagnosis) -> str:
         lines.append("PRIMARY" if index == 0 and finding.rule.severity != "info" else "ALSO")
         lines += finding_lines(finding, "  ", diagnosis.config)
         lines += _shortened_hold(finding, diagnosis)
+    lines += _process_lines(diagnosis)
     lines += _pending_lines(triage.pending)
     lines += _statistics_lines(diagnosis)
     if triage.unchecked:
@@ -119,6 +125,16 @@ def text_report(diagnosis: Diagnosis) -> str:
     if diagnosis.events:
         lines += ["", "EVENTS", *(f"  {event_text(event)}" for event in diagnosis.events)]
     return "\n".join(lines)
+
+
+def _process_lines(diagnosis: Diagnosis) -> list[str]:
+    """Where the engine is stuck and why it died, where they were gathered."""
+    lines: list[str] = []
+    if diagnosis.whereabouts is not None:
+        lines += ["", *whereabouts_lines(diagnosis.whereabouts)]
+    if diagnosis.last_words is not None:
+        lines += ["", *last_words_lines(diagnosis.last_words)]
+    return lines
 
 
 def _shortened_hold(finding: Finding, diagnosis: Diagnosis) -> list[str]:
@@ -287,6 +303,12 @@ def json_report(diagnosis: Diagnosis) -> dict[str, Any]:
         "data_quality": [
             {"kind": d.kind, "line": d.line, "text": d.text} for d in diagnosis.data_quality
         ],
+        "stacks": None
+        if diagnosis.whereabouts is None
+        else whereabouts_json(diagnosis.whereabouts),
+        "last_words": None
+        if diagnosis.last_words is None
+        else last_words_json(diagnosis.last_words),
     }
 
 

@@ -59,6 +59,13 @@ def rule_section(rule: Rule) -> str:
     if rule.unless_found:
         moot = ", ".join(f"[{i}](#{i.lower()})" for i in rule.unless_found)
         lines += [f"Not reported while any of these holds: {moot}.", ""]
+    if "stacks" in rule.collect:
+        lines += [
+            "When it fires on a live server on this host, vtop samples the Python stacks of "
+            "the server's processes (py-spy) and says where the engine is "
+            "([stacks](diagnosis.md#where-the-engine-is-stuck)).",
+            "",
+        ]
     lines += [f"Defined in `rules/{Path(rule.path).name}`, line {rule.line}.", ""]
     return "\n".join(lines)
 

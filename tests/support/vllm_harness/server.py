@@ -101,6 +101,9 @@ class ServerSpec:
     """--max-loras, where adapters are served."""
     speculative_config: str | None = None
     """--speculative-config, as JSON (e.g. an n-gram drafter)."""
+    logits_processors: str | None = None
+    """--logits-processors, a class of faulty_logits.py beside this file (its folder goes on
+    the server's PYTHONPATH)."""
 
     def flags(self) -> list[str]:
         """`vllm serve` flags for this spec (model, host and port excluded)."""
@@ -113,6 +116,7 @@ class ServerSpec:
             "--max-num-batched-tokens": self.max_num_batched_tokens,
             "--max-num-queued-reqs": self.max_num_queued_reqs,
             "--speculative-config": self.speculative_config,
+            "--logits-processors": self.logits_processors,
         }
         for flag, value in optional.items():
             if value is not None:
@@ -158,6 +162,8 @@ class VllmServer:
             "PYTHONUNBUFFERED": "1",
             **FAST_START,
         }
+        if self.spec.logits_processors:
+            env["PYTHONPATH"] = str(Path(__file__).parent)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as log:
             self._process = subprocess.Popen(

@@ -77,6 +77,8 @@ class Rule:
     """The condition as written, naming records (None when it names none: `expr` is it)."""
     records: tuple[Record, ...] = ()
     """The records the condition uses, directly or through others, in definition order."""
+    collect: tuple[str, ...] = ()
+    """Evidence to gather from the server's own processes when the rule fires (`stacks`)."""
 
     @cached_property
     def selectors_read(self) -> tuple[Selector, ...]:

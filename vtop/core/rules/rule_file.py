@@ -44,8 +44,11 @@ RULE_KEYS = {
     "suggest",
     "explains",
     "unless_found",
+    "collect",
     "source",
 }
+COLLECTABLE = ("stacks",)
+"""Evidence vtop gathers from the server's own processes when a rule fires (`collect:`)."""
 T = TypeVar("T")
 SUGGESTION_KEYS = {"flag", "when", "current", "proposed", "set", "why", "effect"}
 
@@ -185,7 +188,18 @@ def _rule(node: yaml.Node, located: _Located) -> Rule | None:
         line=node.start_mark.line + 1,
         scope=cast(Scope, _text(fields.get("scope")) or "target"),
         unless_found=tuple(_strings(fields.get("unless_found"), located, "unless_found")),
+        collect=_collect(fields.get("collect"), located),
     )
+
+
+def _collect(node: yaml.Node | None, located: _Located) -> tuple[str, ...]:
+    """The `collect:` list: each one of COLLECTABLE."""
+    named = tuple(_strings(node, located, "collect", "evidence names"))
+    for name in named:
+        if name not in COLLECTABLE:
+            assert node is not None
+            located.error(node, f"collect: {name!r} is not one of {', '.join(COLLECTABLE)}")
+    return named
 
 
 def _has_required_keys(node: yaml.Node, fields: dict[str, yaml.Node], located: _Located) -> bool:
@@ -286,11 +300,13 @@ def _check_placeholders(node: yaml.Node, evidence: dict[str, Expr], located: _Lo
             located.error(node, f"diagnosis uses {{{name}}} but evidence has no {name!r}")
 
 
-def _strings(node: yaml.Node | None, located: _Located, key: str) -> list[str]:
+def _strings(
+    node: yaml.Node | None, located: _Located, key: str, what: str = "rule ids"
+) -> list[str]:
     if node is None:
         return []
     if not isinstance(node, yaml.SequenceNode):
-        located.error(node, f"{key} must be a list of rule ids")
+        located.error(node, f"{key} must be a list of {what}")
         return []
     return [_text(item) for item in node.value]
 

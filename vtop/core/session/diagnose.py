@@ -11,6 +11,9 @@ from dataclasses import dataclass, field
 from vtop.core.config.effective_config import DiagnoseOptions as DiagnoseOptions
 from vtop.core.config.server_config import ServerConfig
 from vtop.core.exit_codes import BY_SEVERITY, ExitCode, worst
+from vtop.core.forensics.classify import EngineWhereabouts
+from vtop.core.forensics.last_words import LastWords
+from vtop.core.forensics.processes import NotVisible
 from vtop.core.frame import Frame, ScrapeStatus, TargetScrape
 from vtop.core.ingest.exposition_writer import parsed_text
 from vtop.core.ingest.feeds import Feed, sample
@@ -57,13 +60,19 @@ class Diagnosis:
     not_judged: list[str] = field(default_factory=list)
     """What the window saw and could not judge (a problem no finding explains, a pending
     rule, a rule longer than the window): a verdict with any of these is never ok."""
+    whereabouts: EngineWhereabouts | NotVisible | None = None
+    """Where the engine is, from its processes' stacks (taken live when a rule that collects
+    them fires: the stall)."""
+    last_words: LastWords | None = None
+    """Why the engine died, from the server's log (given when the server does not answer)."""
 
     @property
     def verdict(self) -> str:
         """critical, warning, incomplete, ok, or unknown (could not diagnose); bad data, or a
-        problem the window saw without judging it, is never ok."""
+        problem the window saw without judging it, is never ok; an engine whose log records
+        its death is critical."""
         if self.triage is None:
-            return "unknown"
+            return "critical" if self.last_words is not None else "unknown"
         severity = self.triage.severity
         if severity not in ("ok", "info"):
             return severity
