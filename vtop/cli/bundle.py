@@ -22,6 +22,7 @@ from vtop.core.exit_codes import ExitCode
 from vtop.core.frame import Frame
 from vtop.core.ingest.bundle import BundleContents, write_bundle
 from vtop.core.ingest.open_feed import first_server, open_feed
+from vtop.core.ops.process_evidence import with_process_evidence
 from vtop.core.session.diagnose import Diagnosis, diagnose_frames, window_frames
 from vtop.text.report import json_report
 
@@ -75,6 +76,8 @@ def bundle_main(argv: list[str]) -> int:
     options = diagnose_options_of(settings, read_gpus=not args.no_gpu)
     target = next((s.target for f in frames for s in f.scrapes), args.source)
     diagnosis = diagnose_frames(target, frames, rules_of(settings), options)
+    if path is None:
+        diagnosis = with_process_evidence(diagnosis, args.source, options.vllm_log)
     output = args.output or Path(time.strftime("vtop-bundle-%Y%m%d-%H%M%S.tar.gz"))
     write_bundle(output, frames, bundle_contents(diagnosis, options.vllm_log, settings.vllm_args))
     silent = never_answered(frames)

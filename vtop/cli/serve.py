@@ -11,6 +11,7 @@ import time
 from vtop.cli.dashboard import run_dashboard
 from vtop.cli.errors import CliError
 from vtop.cli.options import add_view_options, parser, settings_from
+from vtop.core.forensics.last_words import why_it_exited
 from vtop.core.ingest.open_feed import open_feed
 from vtop.core.manage.apply import wait_ready
 from vtop.core.manage.process import ProcessError, port_of, start, stop
@@ -21,6 +22,7 @@ from vtop.core.managed_server import (
     keep_reaped,
     load_states,
     managed,
+    read_log,
     state_dir,
 )
 
@@ -124,6 +126,9 @@ def ps_main(argv: list[str]) -> int:
         uptime = time.time() - state.started_at
         print(f"{state.name:16} pid {state.pid:<8} {status:26} {state.url}  up {uptime:.0f}s")
         print(f"{'':16} log {state.log_path}")
+        why = "" if is_alive(state) else why_it_exited(read_log(state)[0])
+        if why:
+            print(f"{'':16} {why}")
     return 0
 
 

@@ -1,7 +1,7 @@
 """The core: everything vtop knows and does without a screen (no Textual, plotext or vtop.ui
 here; an import contract keeps it). Its folders are floors, each importing only those below:
 
-    ops > manage > session | whatif > rules | ingest | forensics > config > store
+    ops > manage > session | whatif > rules | ingest > forensics > config > store
     > catalog, managed_server > frame, histogram, redact, strict_json, exit_codes
 
 Offers, by floor: the orchestrations (`ops`), the managed process and the apply flow

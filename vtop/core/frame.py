@@ -233,6 +233,8 @@ class EventKind(enum.StrEnum):
     FINDING = "finding"
     CLEARED = "cleared"
     DATA_QUALITY = "data_quality"
+    STACKS = "stacks"
+    """Where the engine was, from its processes' stacks (`w` in the dashboard)."""
 
 
 SCRAPE_FAILURES = frozenset({EventKind.UNREACHABLE, EventKind.HTTP_ERROR, EventKind.NOT_VLLM})

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vtop.core.config.settings import Settings
-from vtop.core.frame import Event, Frame
+from vtop.core.forensics.look import look_at
+from vtop.core.frame import Event, EventKind, Frame
 from vtop.core.ingest.bundle import BundleContents, write_bundle
 from vtop.core.ingest.feeds import Feed
 from vtop.core.manage.audit import audit
@@ -30,6 +31,7 @@ from vtop.core.session.diagnose import diagnosis
 from vtop.core.session.recent import expand
 from vtop.core.session.session import Session, TargetView, short_key
 from vtop.text.report import json_report, text_report
+from vtop.text.stacks import whereabouts_lines
 from vtop.ui.explain import explain
 
 if TYPE_CHECKING:
@@ -149,6 +151,22 @@ class DashboardActions:
         path = Path(self.settings.bundle_dir) / name
         held = session.recent_frames.snapshot()
         self.ui.in_thread(lambda: self._write(path, expand(held), contents), "bundle")
+
+    def stacks(self, target: TargetView | None) -> None:
+        """`w`: where the engine is, from its processes' Python stacks (py-spy, about two
+        seconds, off the event loop); shown, and kept as an event the recording holds."""
+        if target is None:
+            self.ui.notify("no server yet")
+            return
+        url = target.target
+        self.ui.notify(f"reading the stacks of {url}'s processes (py-spy, read-only)")
+        self.ui.in_thread(lambda: self._stacks(url), "stacks")
+
+    def _stacks(self, url: str) -> None:
+        lines = whereabouts_lines(look_at(url))
+        self.ui.show(f"where the engine is: {url}", "\n".join(lines))
+        said = " ".join(line.strip() for line in lines[:4])
+        self.feed.note(Event(self.clock(), EventKind.STACKS, url, said))
 
     def _write(self, path: Path, frames: list[Frame], contents: BundleContents) -> None:
         """Write the bundle, then say where it is (a failure is the worker's banner)."""

@@ -10,6 +10,7 @@ it reads (live endpoints, a recording, Prometheus).
 from __future__ import annotations
 
 import gc
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import ClassVar
@@ -38,7 +39,14 @@ from vtop.core.session.session import (
 )
 from vtop.ui import panels
 from vtop.ui.actions import DashboardActions, Ui
-from vtop.ui.keys import BINDINGS, REPLAY_ONLY, SERVER_ONLY, UNAVAILABLE, system_commands
+from vtop.ui.keys import (
+    BINDINGS,
+    LIVE_ONLY,
+    REPLAY_ONLY,
+    SERVER_ONLY,
+    UNAVAILABLE,
+    system_commands,
+)
 from vtop.ui.messages import FramesReady
 from vtop.ui.screens.confirm import ConfirmScreen
 from vtop.ui.screens.dashboard import DashboardScreen
@@ -87,6 +95,9 @@ class VtopApp(App[int]):
         fleet: bool | None = None,
     ) -> None:
         super().__init__()
+        self._ui_thread = threading.get_ident()
+        """The thread that runs the app (set again on mount): `show` from any other is
+        handed over to it."""
         self.tune_gc = False
         """Tune the collector for a long run (the process owns it: not in tests)."""
         self.frames_ingested = 0
@@ -133,8 +144,11 @@ class VtopApp(App[int]):
         async def confirm(title: str, body: str) -> bool:
             return await self.push_screen_wait(ConfirmScreen(title, body))
 
-        def show(title: str, body: str) -> None:
-            self.call_later(self.push_screen, TextScreen(title, body))
+        def show(title: str, body: str) -> None:  # from the app's thread or a worker's
+            if threading.get_ident() == self._ui_thread:
+                self.call_later(self.push_screen, TextScreen(title, body))
+            else:
+                self.call_from_thread(self.push_screen, TextScreen(title, body))
 
         def tell(message: str) -> None:
             self.notify(message, timeout=5)  # thread-safe
@@ -149,6 +163,7 @@ class VtopApp(App[int]):
         return self.dashboard
 
     def on_mount(self) -> None:
+        self._ui_thread = threading.get_ident()
         for panel in self.settings.hidden_panels:
             self.dashboard.toggle_panel(panel)
 
@@ -247,6 +262,8 @@ class VtopApp(App[int]):
         replaying = self.feed.status(self.clock()).mode is Mode.REPLAY
         if action in REPLAY_ONLY and not replaying:
             return False
+        if action in LIVE_ONLY and replaying:
+            return False
         return not (action in SERVER_ONLY and self.server is None)
 
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
@@ -308,6 +325,10 @@ class VtopApp(App[int]):
     def action_bundle(self) -> None:
         """An incident bundle of the recent frames."""
         self.actions.bundle(self.session, self.target)
+
+    def action_stacks(self) -> None:
+        """Where the engine is, from its processes' Python stacks."""
+        self.actions.stacks(self.target)
 
     def action_apply(self) -> None:
         """Apply the highlighted finding's change to the managed server, verify, roll back."""

@@ -22,6 +22,8 @@ Keys
              4 TTFT histogram  5 TTFT/E2E  6 tokens/s  7 latency
              8 prefix cache  9 GPUs  0 finished by reason
   b          write an incident bundle (last 10 minutes)
+  w          where the engine is: its processes' Python stacks
+             (py-spy, read-only; a live server on this host)
   a          on a server vtop started: apply the finding's
              change, measure, keep it or roll back
   r          on a server vtop started: restart, same flags

@@ -12,6 +12,7 @@ from vtop.core.config.settings import PANELS
 
 REPLAY_ONLY = frozenset({"step", "jump", "speed"})
 SERVER_ONLY = frozenset({"apply", "restart"})
+LIVE_ONLY = frozenset({"stacks"})
 
 BINDINGS: list[BindingType] = [
     Binding("question_mark", "help", "help", key_display="?"),
@@ -34,6 +35,7 @@ BINDINGS: list[BindingType] = [
     Binding("escape", "fleet(True)", "fleet", show=False),
     Binding("t", "next_target", "endpoint", show=False),
     Binding("b", "bundle", "bundle", show=False),
+    Binding("w", "stacks", "stacks", show=False),
     Binding("r", "restart", "restart", show=False),
     *[
         Binding(str((i + 1) % 10), f"toggle_panel('{panel}')", panel, show=False)
@@ -43,6 +45,7 @@ BINDINGS: list[BindingType] = [
     # the key: these say why instead of doing nothing.
     Binding("a", "unavailable('a')", show=False),
     Binding("r", "unavailable('r')", show=False),
+    Binding("w", "unavailable('w')", show=False),
     *[
         Binding(key, f"unavailable('{shown}')", show=False)
         for key, shown in (
@@ -66,6 +69,7 @@ UNAVAILABLE = {
     "t": "t (next endpoint): this dashboard watches one server; give more URLs to cycle",
     **{key: f"{key} (step or seek): {REPLAYING_ONLY}" for key in "[]{}"},
     "s": f"s (replay speed): {REPLAYING_ONLY}",
+    "w": "w (where the engine is: its stacks): only on a live server on this host",
 }
 """What a key says where its action does not apply."""
 

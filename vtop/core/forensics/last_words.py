@@ -9,6 +9,7 @@ import re
 import signal
 from dataclasses import dataclass
 
+from vtop.core.config.startup_failures import explain_failure
 from vtop.core.forensics.pyspy import CodeFrame
 from vtop.core.redact import redactor
 
@@ -170,3 +171,17 @@ def last_words(log_text: str) -> LastWords | None:
         ended=how_it_ended(lines, start),
         excerpt=excerpt,
     )
+
+
+def why_it_exited(log_text: str) -> str:
+    """Why a server vtop watched exited, in one line: a startup failure explained with its
+    fix, else the engine's last words, else nothing."""
+    words = last_words(log_text)
+    started = STARTED.search(log_text) is not None
+    failure = None if started else explain_failure(log_text)
+    if failure is not None:
+        return f"{failure.explanation} (log line {failure.line_number})"
+    if words is None:
+        return ""
+    line = words.root.line_number if words.root else words.line_number
+    return f"{words.summary} (log line {line})"

@@ -16,7 +16,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from vtop.core.config.startup_failures import explain_failure
+from vtop.core.forensics.last_words import why_it_exited
 from vtop.core.frame import Event, EventKind, Frame, ProbeResult
 from vtop.core.ingest.excerpt import excerpt
 from vtop.core.ingest.feed_status import (
@@ -177,8 +177,7 @@ class LiveFeed:
             return ()
         self._exit_reported = True
         log, _ = read_log(self.server)
-        failure = explain_failure(log)
-        why = f"{failure.explanation} (log line {failure.line_number})" if failure else ""
+        why = why_it_exited(log)
         message = f"vLLM (pid {self.server.pid}) exited. {why}".strip()
         return (Event(now, EventKind.EXITED, self.server.url, message),)
 
