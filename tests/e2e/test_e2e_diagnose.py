@@ -37,7 +37,9 @@ from tests.support.incidents import (
 )
 from tests.support.scenarios import LIGHT
 from tests.support.vllm_harness.server import ServerPool, VllmServer
+from vtop.core.forensics.classify import Activity, EngineWhereabouts
 from vtop.core.frame import Frame
+from vtop.core.ops.process_evidence import with_process_evidence
 from vtop.core.rules.engine import Finding
 from vtop.core.rules.loader import load_rules
 from vtop.core.session.diagnose import DiagnoseOptions, Diagnosis
@@ -203,12 +205,16 @@ async def test_a_stopped_engine_is_critical_and_clears_when_it_resumes(
         frozen = await stop_with_requests_inside(server.url, engines)
         try:
             stopped = await diagnose_live(server.url, rules, options)
+            stopped = with_process_evidence(stopped, server.url, None)
         finally:
             for pid in engines:
                 os.kill(pid, signal.SIGCONT)
         seen = (frozen, text_report(stopped))
         assert primary(stopped).rule.id == "S1", seen
         assert stopped.exit_code == 2, seen
+        where = stopped.whereabouts  # S1 collects the stacks: a stopped engine core, by its pid
+        assert isinstance(where, EngineWhereabouts) and where.activity is Activity.STOPPED, seen
+        assert where.speaker is not None and where.speaker.process.pid in engines, seen
         await asyncio.sleep(5)
         resumed = await diagnose_live(server.url, rules, options)
         assert "S1" not in found(resumed), text_report(resumed)
