@@ -1,7 +1,8 @@
 """A stand-in server process for the dashboard's apply flow: /health and a storm's /metrics.
 
-Run as `python tests/metrics_process.py --port N [any vLLM flags]`; counters grow continuously
-with time, so a rate measured over any window is the same (a restart changes nothing it serves).
+Run as `python tests/metrics_process.py --port N [--frozen] [any vLLM flags]`; counters grow
+continuously with time, so a rate measured over any window is the same (a restart changes
+nothing it serves); `--frozen` holds them still with requests running (a stalled engine).
 """
 
 from __future__ import annotations
@@ -16,16 +17,20 @@ from tests.support.http_server import QuietHandler
 from tests.support.storm import CACHE_LABELS, STORM_TICK
 
 STARTED = time.time()
+FROZEN = "--frozen" in sys.argv
 
 
 class Handler(QuietHandler):
     """Serves the storm exposition at the current second."""
 
     def do_GET(self) -> None:
-        t = time.time() - STARTED + 1
+        t = 1.0 if FROZEN else time.time() - STARTED + 1
         body = STORM_TICK.format(
             p=3 * t, g=300 * t, n=t, ps=96 * t, gs=300 * t, cache_labels=CACHE_LABELS
         )
+        if FROZEN:  # the stall rule reads prompt tokens too (every real vLLM exports them)
+            body += "# TYPE vllm:prompt_tokens_total counter\n"
+            body += f'vllm:prompt_tokens_total{{engine="0",model_name="m"}} {96 * t}\n'
         self.reply(200, (body if self.path == "/metrics" else "ok").encode())
 
 

@@ -60,7 +60,8 @@ class Ui:
 
 
 class DashboardActions:
-    """What `e`, `d`, `b`, `a` and `r` do, for the target on screen."""
+    """What `e`, `d`, `b`, `w`, `a` and `r` do, for the target on screen, and the evidence a
+    firing finding collects (`collect: [stacks]`)."""
 
     def __init__(
         self,
@@ -78,6 +79,10 @@ class DashboardActions:
         self.readonly = readonly
         self.ui = ui
         self.clock = clock
+        self.whereabouts: dict[str, list[str]] = {}
+        """The last stacks read per server, as report lines (the stall's explanation shows them)."""
+        self._collected: set[tuple[str, str, float]] = set()
+        """(server, rule, since) of each firing whose stacks were taken: once per firing."""
 
     @property
     def vllm_pids(self) -> frozenset[int]:
@@ -89,6 +94,9 @@ class DashboardActions:
         from vtop.text.whatif import text_predictions
 
         body = explain(finding, target.config)
+        if "stacks" in finding.rule.collect:
+            seen = self.whereabouts.get(target.target, ["(stacks not read: press w)"])
+            body = "\n".join([body, "", *seen])
         predictions = self.alternatives(session, target, finding)
         return body if predictions is None else f"{body}\n\n{text_predictions(predictions)}"
 
@@ -160,11 +168,26 @@ class DashboardActions:
             return
         url = target.target
         self.ui.notify(f"reading the stacks of {url}'s processes (py-spy, read-only)")
-        self.ui.in_thread(lambda: self._stacks(url), "stacks")
+        self.ui.in_thread(lambda: self._stacks(url, shown=True), "stacks")
 
-    def _stacks(self, url: str) -> None:
+    def collect(self, target: TargetView | None) -> None:
+        """A live server's stacks, once per firing of a finding that collects them (the
+        stall): read off the event loop, kept for its explanation and as an event."""
+        if target is None or target.triage is None:
+            return
+        url = target.target
+        findings = [*target.triage.findings]
+        findings += [s for f in target.triage.findings for s in f.symptoms]
+        firing = {(url, f.rule.id, f.since) for f in findings if "stacks" in f.rule.collect}
+        if firing - self._collected:
+            self._collected |= firing
+            self.ui.in_thread(lambda: self._stacks(url, shown=False), "stacks")
+
+    def _stacks(self, url: str, shown: bool) -> None:
         lines = whereabouts_lines(look_at(url))
-        self.ui.show(f"where the engine is: {url}", "\n".join(lines))
+        self.whereabouts[url] = lines
+        if shown:
+            self.ui.show(f"where the engine is: {url}", "\n".join(lines))
         said = " ".join(line.strip() for line in lines[:4])
         self.feed.note(Event(self.clock(), EventKind.STACKS, url, said))
 

@@ -196,6 +196,8 @@ class VtopApp(App[int]):
         focus = self.target.target if self.target is not None else None
         for frame in message.frames:
             self.session.ingest(frame, focus)
+        if self.feed.status(self.clock()).mode is not Mode.REPLAY:
+            self.actions.collect(self.target)
         self.frames_ingested += len(message.frames)
         if self.tune_gc and self.frames_ingested >= FREEZE_HEAP_AFTER_FRAMES:
             self.tune_gc = False
