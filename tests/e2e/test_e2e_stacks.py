@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support.incidents import Load, LoadProcess
 from tests.support.vllm_harness.server import CACHE, ServerSpec, VllmServer
 from tests.support.vtop_cli import Ran, vtop
 
@@ -64,14 +65,20 @@ def completion(
     return response.status_code
 
 
-def generated(url: str) -> float:
-    """vllm:generation_tokens_total now (summed over engines)."""
+def engine_figures(url: str) -> dict[str, float]:
+    """Generated tokens, running and waiting now (summed over engines)."""
     text = httpx.get(f"{url}/metrics", timeout=5).text
-    return sum(
-        float(line.rsplit(" ", 1)[1])
-        for line in text.splitlines()
-        if line.startswith("vllm:generation_tokens_total{")
-    )
+    names = {
+        "generated": "vllm:generation_tokens_total{",
+        "running": "vllm:num_requests_running{",
+        "waiting": "vllm:num_requests_waiting{",
+    }
+    figures = dict.fromkeys(names, 0.0)
+    for line in text.splitlines():
+        for name, prefix in names.items():
+            if line.startswith(prefix):
+                figures[name] += float(line.rsplit(" ", 1)[1])
+    return figures
 
 
 def healthy(url: str) -> bool:
@@ -81,15 +88,15 @@ def healthy(url: str) -> bool:
         return False
 
 
-def assert_frozen(url: str) -> None:
-    """The precondition: no token generated for FROZEN_S while /health answers 200."""
-    before, started = generated(url), time.monotonic()
+def frozen(url: str) -> dict[str, float]:
+    """The precondition: no token generated for FROZEN_S while /health answers 200; the
+    gauges as the engine last published them."""
+    before, started = engine_figures(url), time.monotonic()
     time.sleep(FROZEN_S)
-    after, alive = generated(url), healthy(url)
-    figures = f"tokens {before:.0f} -> {after:.0f} over {time.monotonic() - started:.1f} s"
-    assert after == before and alive, (
-        f"the spin did not stall the engine: {figures}, health {alive}"
-    )
+    after, alive = engine_figures(url), healthy(url)
+    seen = f"{before} -> {after} over {time.monotonic() - started:.1f} s, health {alive}"
+    assert after["generated"] == before["generated"] and alive, f"no stall: {seen}"
+    return after
 
 
 def as_json(ran: Ran) -> dict[str, Any]:
@@ -99,56 +106,96 @@ def as_json(ran: Ran) -> dict[str, Any]:
         raise AssertionError(f"exit {ran.code}, not JSON: {ran.text[-2000:]}") from error
 
 
-def test_a_spinning_logits_processor_is_found_where_it_spins_and_a_stopped_worker_is_stopped(
+def spinning(server: VllmServer, release: Path) -> threading.Thread:
+    """The trigger request, in a thread (it hangs until `release` exists)."""
+    asked = {"vtop_fault": "spin", "vtop_release": str(release)}
+    thread = threading.Thread(
+        target=completion, args=(server, "vtop-fault-spin", 600, asked), daemon=True
+    )
+    thread.start()
+    return thread
+
+
+def released(server: VllmServer, release: Path, spin: threading.Thread) -> None:
+    """Release the spin; the engine steps again."""
+    release.write_text("go")
+    spin.join(timeout=120)
+    before = engine_figures(server.url)["generated"]
+    assert completion(server, "vtop-after-spin", 120) == 200, server.log_tail()
+    assert engine_figures(server.url)["generated"] > before, "the engine did not resume"
+    release.unlink()
+
+
+def assert_spinning_in_the_processor(found: dict[str, Any]) -> None:
+    assert found["activity"] == "spinning" and found["stuck"], found
+    assert found["process"]["role"] == "worker", found
+    assert found["process"]["where"]["function"] == "spin_until_released", found
+    assert found["process"]["where"]["file"].endswith("faulty_logits.py"), found
+    assert "custom logits processor" in found["owner"], found
+    assert found["via"]["role"] == "engine core", found
+
+
+def test_a_spin_under_load_is_the_stall_with_its_function_and_a_stopped_worker_is_stopped(
     faulty: VllmServer, tmp_path: Path
 ) -> None:
     url, release = faulty.url, tmp_path / "release"
     assert completion(faulty, "vtop-warm", 120) == 200
-    spin = threading.Thread(
-        target=completion,
-        args=(faulty, "vtop-fault-spin", 600, {"vtop_fault": "spin", "vtop_release": str(release)}),
-        daemon=True,
-    )
+    load = LoadProcess(Load(3, 32, 256), url, 300)
     try:
-        spin.start()
-        time.sleep(2)
-        assert_frozen(url)
-
-        stacks = vtop("stacks", url, "--json", timeout_s=60)
-        found = as_json(stacks)["stacks"]
-        assert stacks.code == 2, stacks.text
-        assert found["activity"] == "spinning" and found["stuck"], found
-        assert found["process"]["role"] == "worker", found
-        assert found["process"]["where"]["function"] == "spin_until_released", found
-        assert found["process"]["where"]["file"].endswith("faulty_logits.py"), found
-        assert "custom logits processor" in found["owner"], found
-        assert found["via"]["role"] == "engine core", found
-
-        diagnosed = vtop("diagnose", url, "--json", "--no-gpu", "--no-predict", timeout_s=120)
-        report = as_json(diagnosed)
-        assert diagnosed.code == 2 and report["primary"]["id"] == "S1", diagnosed.text[-3000:]
-        where = report["stacks"]["process"]["where"]
-        assert report["stacks"]["activity"] == "spinning", report["stacks"]
-        assert where["function"] == "spin_until_released", report["stacks"]
-        text = vtop("diagnose", url, "--no-gpu", "--no-predict", "--window", "10", timeout_s=120)
-        assert "WHERE THE ENGINE IS: SPINNING" in text.out, text.text[-3000:]
-        assert "spin_until_released (faulty_logits.py:" in text.out, text.out
-
-        worker = int(found["process"]["pid"])
-        os.kill(worker, signal.SIGSTOP)
+        time.sleep(3)
+        spin = spinning(faulty, release)
         try:
-            stopped = vtop("stacks", url, "--json", timeout_s=60)
-            seen = as_json(stopped)["stacks"]
-            assert stopped.code == 2 and seen["activity"] == "stopped", seen
-            assert seen["process"]["pid"] == worker, seen
+            time.sleep(2)
+            gauges = frozen(url)
+            assert gauges["running"] + gauges["waiting"] >= 1, f"gauges show no request: {gauges}"
+
+            stacks = vtop("stacks", url, "--json", timeout_s=60)
+            assert stacks.code == 2, stacks.text
+            assert_spinning_in_the_processor(as_json(stacks)["stacks"])
+
+            diagnosed = vtop("diagnose", url, "--json", "--no-gpu", "--no-predict", timeout_s=120)
+            report = as_json(diagnosed)
+            assert diagnosed.code == 2, diagnosed.text[-3000:]
+            assert report["primary"]["id"] == "S1", diagnosed.text[-3000:]
+            assert_spinning_in_the_processor(report["stacks"])
+
+            worker = int(as_json(stacks)["stacks"]["process"]["pid"])
+            os.kill(worker, signal.SIGSTOP)
+            try:
+                stopped = vtop("stacks", url, "--json", timeout_s=60)
+                seen = as_json(stopped)["stacks"]
+                assert stopped.code == 2 and seen["activity"] == "stopped", seen
+                assert seen["process"]["pid"] == worker, seen
+            finally:
+                os.kill(worker, signal.SIGCONT)
         finally:
-            os.kill(worker, signal.SIGCONT)
+            release.write_text("go")
+            spin.join(timeout=120)
+    finally:
+        load.stop()
+    released(faulty, release, spin)
+
+
+def test_a_spin_whose_gauges_look_idle_is_still_stuck_by_its_stacks(
+    faulty: VllmServer, tmp_path: Path
+) -> None:
+    """Alone, the trigger hangs in the step that admits it: the engine publishes no gauges
+    after it, so its metrics read 0 running and 0 waiting (no traffic) while it hangs."""
+    url, release = faulty.url, tmp_path / "release"
+    spin = spinning(faulty, release)
+    try:
+        time.sleep(2)
+        gauges = frozen(url)
+        assert gauges["running"] + gauges["waiting"] == 0, f"the gauges show the hang: {gauges}"
+        text = vtop("diagnose", url, "--no-gpu", "--no-predict", "--window", "5", timeout_s=120)
+        assert text.code == 2, text.text[-3000:]
+        assert "VERDICT: CRITICAL - the engine is stuck" in text.out, text.out
+        assert "WHERE THE ENGINE IS: SPINNING" in text.out, text.out
+        assert "spin_until_released (faulty_logits.py:" in text.out, text.out
     finally:
         release.write_text("go")
         spin.join(timeout=120)
-    before = generated(url)
-    assert completion(faulty, "vtop-after-spin", 120) == 200
-    assert generated(url) > before, "the engine did not resume after the release"
+    released(faulty, release, spin)
 
 
 def test_a_raising_logits_processor_is_the_last_words_of_a_dead_server(

@@ -92,11 +92,14 @@ def text_report(diagnosis: Diagnosis) -> str:
     named = f" ({served_name(str(model.value))})" if model is not None else ""
     lines = [f"vtop diagnose {diagnosis.target}{named} over {diagnosis.window_s:.0f} s"]
     if diagnosis.triage is None:
-        if diagnosis.last_words is None:
-            lines.append(f"VERDICT: could not diagnose - {diagnosis.reason}")
-        else:
+        if diagnosis.last_words is not None:
             lines.append(f"VERDICT: CRITICAL - {diagnosis.last_words.summary}")
             lines.append(f"  the server: {diagnosis.reason}")
+        elif diagnosis.verdict == "critical":
+            lines.append("VERDICT: CRITICAL - the engine is stuck (its stacks, below)")
+            lines.append(f"  its metrics: {diagnosis.reason}")
+        else:
+            lines.append(f"VERDICT: could not diagnose - {diagnosis.reason}")
         return "\n".join(lines + _quality_lines(diagnosis) + _process_lines(diagnosis))
     triage = diagnosis.triage
     lines.append(f"VERDICT: {diagnosis.verdict.upper()}")

@@ -66,9 +66,10 @@ def whereabouts_lines(found: EngineWhereabouts | NotVisible) -> list[str]:
     for activity in found.processes:
         state = f"{activity.process.state}"
         note = f" ({activity.refused})" if activity.refused else ""
+        where = f" at {frame_text(activity.where)}" if activity.where else ""
         lines.append(
             f"    {activity.process.pid:>7} {activity.process.role:<11} {state:<9} "
-            f"{activity.activity}{note}"
+            f"{activity.activity}{where}{note}"
         )
     return lines
 

@@ -100,6 +100,24 @@ def _waits_on_worker(frames: tuple[CodeFrame, ...]) -> CodeFrame | None:
     return None
 
 
+LOCK_WAITS = {"threading.py", "queue.py"}
+"""Standard-library files whose waits are on a lock, a condition or a queue (the caller says
+whose): every other standard-library wait is on input (a selector, a socket, a pipe)."""
+
+
+def _idle(frames: tuple[CodeFrame, ...], owned: CodeFrame | None) -> ThreadActivity:
+    """A waiting thread: blocked where code outside any package waits (a sleep, a lock it
+    took), else waiting for work (vLLM, its libraries and Python waiting for input)."""
+    inner = frames[0]
+    inner_owner = owner_of(inner.file)
+    if inner_owner == "python" and PurePosixPath(inner.file).name in LOCK_WAITS:
+        if owned is not None and owner_of(owned.file) == "custom":
+            return ThreadActivity(Activity.BLOCKED, owned, frames)
+    elif inner_owner == "custom":
+        return ThreadActivity(Activity.BLOCKED, inner, frames)
+    return ThreadActivity(Activity.WAITING_FOR_WORK, owned, frames)
+
+
 def thread_activity(thread: ThreadStack, role: Role) -> ThreadActivity:
     """What one thread does at one instant (innermost frame first in `thread.frames`)."""
     frames = thread.frames
@@ -111,15 +129,13 @@ def thread_activity(thread: ThreadStack, role: Role) -> ThreadActivity:
         return ThreadActivity(Activity.WAITING_ON_WORKER, waiting, frames)
     if any("torch/distributed" in f.file for f in frames[:4]):
         return ThreadActivity(Activity.COLLECTIVE, owned, frames)
-    if owner in TOKENIZERS and role is Role.API_SERVER:
+    if owner in TOKENIZERS and role is Role.API_SERVER and thread.active:
         return ThreadActivity(Activity.TOKENIZER, owned, frames)
-    if thread.active:
-        if owner not in INFRASTRUCTURE:
-            return ThreadActivity(Activity.SPINNING, owned, frames)
-        return ThreadActivity(Activity.COMPUTING, owned, frames)
-    if owner not in INFRASTRUCTURE:
-        return ThreadActivity(Activity.BLOCKED, owned, frames)
-    return ThreadActivity(Activity.WAITING_FOR_WORK, owned, frames)
+    if not thread.active:
+        return _idle(frames, owned)
+    if owner not in INFRASTRUCTURE | TOKENIZERS:
+        return ThreadActivity(Activity.SPINNING, owned, frames)
+    return ThreadActivity(Activity.COMPUTING, owned, frames)
 
 
 @dataclass(frozen=True)

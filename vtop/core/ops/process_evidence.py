@@ -14,15 +14,17 @@ from vtop.core.forensics.last_words import last_words
 from vtop.core.forensics.look import look_at
 from vtop.core.forensics.processes import NotVisible
 from vtop.core.managed_server import managed, read_log, state_dir
-from vtop.core.session.diagnose import Diagnosis
+from vtop.core.session.diagnose import NO_TRAFFIC, Diagnosis
 
 Look = Callable[[str], EngineWhereabouts | NotVisible]
 
 
 def collects_stacks(diagnosis: Diagnosis) -> bool:
-    """Whether a finding (or a symptom it explains) asks for the stacks (`collect: [stacks]`)."""
+    """Whether a finding (or a symptom it explains) asks for the stacks (`collect: [stacks]`),
+    or the server looked idle: an engine stuck in the step it had just begun publishes no
+    gauges after it, so its metrics read 0 running and 0 waiting while requests hang."""
     if diagnosis.triage is None:
-        return False
+        return diagnosis.reason == NO_TRAFFIC
     findings = [*diagnosis.triage.findings]
     findings += [s for f in diagnosis.triage.findings for s in f.symptoms]
     return any("stacks" in f.rule.collect for f in findings)
@@ -46,6 +48,10 @@ def with_process_evidence(
     if url is None:
         return diagnosis
     whereabouts = look(url) if collects_stacks(diagnosis) else None
+    if diagnosis.triage is None and not (
+        isinstance(whereabouts, EngineWhereabouts) and whereabouts.stuck
+    ):
+        whereabouts = None  # an idle server's stacks say nothing worth a line
     words = None
     if diagnosis.triage is None or diagnosis.stopped_answering:
         log = log_text if log_text is not None else managed_log(url)

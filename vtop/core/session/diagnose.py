@@ -36,6 +36,9 @@ from vtop.core.store.summary import TargetSummary, summarize
 
 EXIT_OK, EXIT_WARNING, EXIT_CRITICAL = ExitCode.OK, ExitCode.WARNING, ExitCode.CRITICAL
 EXIT_UNKNOWN, EXIT_INCOMPLETE = ExitCode.UNKNOWN, ExitCode.INCOMPLETE
+NO_TRAFFIC = "no traffic during the window: nothing ran, waited or was generated"
+"""Why an idle-looking server is not diagnosed (an engine stuck in the step it had just begun
+looks the same from its metrics: the stacks tell them apart)."""
 
 
 @dataclass
@@ -70,9 +73,10 @@ class Diagnosis:
     def verdict(self) -> str:
         """critical, warning, incomplete, ok, or unknown (could not diagnose); bad data, or a
         problem the window saw without judging it, is never ok; an engine whose log records
-        its death is critical."""
+        its death, or whose stacks show it stuck, is critical."""
         if self.triage is None:
-            return "critical" if self.last_words is not None else "unknown"
+            stuck = isinstance(self.whereabouts, EngineWhereabouts) and self.whereabouts.stuck
+            return "critical" if self.last_words is not None or stuck else "unknown"
         severity = self.triage.severity
         if severity not in ("ok", "info"):
             return severity
@@ -397,5 +401,5 @@ def _no_diagnosis_reason(store: Store, target: str, now: float, window: float) -
     if processes:
         return alternation_text(processes)
     if not had_traffic(store, target, now, window):
-        return "no traffic during the window: nothing ran, waited or was generated"
+        return NO_TRAFFIC
     return None
