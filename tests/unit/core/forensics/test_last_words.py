@@ -3,8 +3,11 @@ failed step, and how the process ended."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from vtop.core.forensics.last_words import exit_meaning, last_words
 
+ROOT = Path(__file__).resolve().parents[4]
 HEAD = "(APIServer pid=1) INFO 12-06 23:34:15 [launcher.py:1] Application startup complete.\n"
 WORKER = "(Worker pid=3) ERROR 12-06 23:40:00 [multiproc_executor.py:800] "
 CORE = "(EngineCore pid=2) ERROR 12-06 23:40:00 [core.py:1512] "
@@ -68,3 +71,15 @@ def test_hostile_logs_do_not_raise() -> None:
     junk = "\x00\xff" * 1000 + "\nTraceback (most recent call last):\n" + "  File \n" * 100
     assert last_words(junk + "EngineCore encountered a fatal error.\n") is not None
     assert last_words("Traceback (most recent call last):\n") is None
+
+
+def test_a_real_vllm_crash_log_from_a_raising_logits_processor() -> None:
+    """Captured from vLLM 0.32 (CPU build) when tests/e2e's faulty logits processor raised."""
+    log = (ROOT / "tests" / "data" / "vllm-0.32-cpu-logits-processor-crash.log").read_text()
+    words = last_words(log)
+    assert words is not None and words.marker == "WorkerProc hit an exception."
+    assert words.root is not None and words.root.raised_at is not None
+    assert words.root.exception.startswith("faulty_logits.InjectedFaultError: vtop test fault")
+    assert words.root.raised_at.function == "raise_on_request"
+    assert words.final is not None and "EngineDeadError" in words.final.exception
+    assert words.requests == ("cmpl-vtop-fault-raise-0-9e5c954e",)
