@@ -4,7 +4,9 @@ one that raises. Each test measures its precondition (tokens frozen while /healt
 the fatal error and its traceback in the log) and then asks vtop where the engine is stuck, or
 why it died, as a user would (`vtop stacks`, `vtop diagnose`).
 
-One server for both, in order: the spin is released before the raise kills it."""
+One server for all, in order: each spin is released before the raise kills it; it is the
+pool's two-slot server (tests/support/scenarios.py), which loads the processor for these tests
+and is used by no test after them."""
 
 from __future__ import annotations
 
@@ -13,7 +15,6 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,25 +22,22 @@ import httpx
 import pytest
 
 from tests.support.incidents import Load, LoadProcess
-from tests.support.vllm_harness.server import CACHE, ServerSpec, VllmServer
+from tests.support.scenarios import SEQ_LIMITED
+from tests.support.vllm_harness.server import ServerPool, VllmServer
 from tests.support.vtop_cli import Ran, vtop
 
 pytestmark = pytest.mark.vllm
 
-FAULTY = ServerSpec(max_num_seqs=4, logits_processors="faulty_logits:FaultWhenAsked")
+FAULTY = SEQ_LIMITED
 FROZEN_S = 5.0
 """How long tokens must stay frozen, /health answering, before the spin counts as a stall."""
 
 
-@pytest.fixture(scope="module")
-def faulty() -> Iterator[VllmServer]:
-    """A server of its own (it ends dead), stopped whatever happens."""
-    server = VllmServer(FAULTY, CACHE / "logs" / f"vllm-faulty-{time.time():.0f}.log")
-    try:
-        server.start()
-        yield server
-    finally:
-        server.stop()
+@pytest.fixture
+def faulty(vllm_pool: ServerPool) -> VllmServer:
+    """The pool's server with the faulty processor (the raise test discards it, dead)."""
+    assert FAULTY.logits_processors, "the server spec lost its faulty logits processor"
+    return vllm_pool.get(FAULTY)
 
 
 def completion(
@@ -140,7 +138,7 @@ def test_a_spin_under_load_is_the_stall_with_its_function_and_a_stopped_worker_i
 ) -> None:
     url, release = faulty.url, tmp_path / "release"
     assert completion(faulty, "vtop-warm", 120) == 200
-    load = LoadProcess(Load(3, 32, 256), url, 300)
+    load = LoadProcess(Load(1, 32, 256), url, 300)  # one running, and a slot for the trigger
     try:
         time.sleep(3)
         spin = spinning(faulty, release)
@@ -199,8 +197,15 @@ def test_a_spin_whose_gauges_look_idle_is_still_stuck_by_its_stacks(
 
 
 def test_a_raising_logits_processor_is_the_last_words_of_a_dead_server(
-    faulty: VllmServer,
+    faulty: VllmServer, vllm_pool: ServerPool
 ) -> None:
+    try:
+        raise_and_read_the_last_words(faulty)
+    finally:
+        vllm_pool.discard(FAULTY)
+
+
+def raise_and_read_the_last_words(faulty: VllmServer) -> None:
     url = faulty.url
     assert healthy(url), faulty.log_tail()
     completion(faulty, "vtop-fault-raise", 120, {"vtop_fault": "raise"})

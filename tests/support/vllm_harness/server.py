@@ -295,6 +295,12 @@ class ServerPool:
             raise
         return server
 
+    def discard(self, spec: ServerSpec) -> None:
+        """Stop and forget the server of `spec` (one a test left dead or stuck)."""
+        server = self._servers.pop(spec, None)
+        if server is not None:
+            server.stop()
+
     def stop_all(self) -> None:
         """Stop every server this pool started."""
         while self._servers:
