@@ -72,8 +72,12 @@ async def test_fleet_table_sorts_filters_splits_engines_and_drills_in() -> None:
             ]
             assert row_of(app, down)[1] == "unreachable"
             await wait_for(pilot, lambda: row_of(app, storm)[2].startswith("CRIT M1"))
-            assert row_of(app, idle)[2] == "ok" and row_of(app, down)[2] == "-"
-            for _ in range(3):  # target -> state -> running -> waiting
+            assert row_of(app, idle)[2] == "ok"
+            assert row_of(app, down)[2] == "no verdict: unreachable"  # never ok without data
+            assert app.screen.sort_key == "finding"  # it opens worst first
+            order = [row[0] for row in table_rows(app) if not row[0].startswith(" ")]
+            assert order[:2] == [shown(storm), shown(down)], order
+            for _ in range(4):  # finding -> target -> state -> running -> waiting
                 await pilot.press("s")
             assert app.screen.sort_key == "waiting"
             labels = [str(c.label) for c in app.screen.query_one(DataTable).columns.values()]

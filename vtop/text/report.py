@@ -350,9 +350,18 @@ def fleet_text_report(fleet: FleetDiagnosis) -> str:
     for finding in findings:
         lines += finding_lines(finding, "  ")
     lines += [f"  {event_text(event)}" for event in fleet.events]
-    for diagnosis in servers:
+    for diagnosis in worst_first(servers):
         lines += ["", text_report(diagnosis)]
     return "\n".join(lines)
+
+
+VERDICTS_WORST_FIRST = ("critical", "warning", "incomplete", "unknown", "ok")
+
+
+def worst_first(servers: list[Diagnosis]) -> list[Diagnosis]:
+    """Servers by verdict, worst first (a server that could not be diagnosed before the
+    healthy ones), then by name."""
+    return sorted(servers, key=lambda d: (VERDICTS_WORST_FIRST.index(d.verdict), d.target))
 
 
 def fleet_json_report(fleet: FleetDiagnosis) -> dict[str, Any]:
@@ -365,5 +374,5 @@ def fleet_json_report(fleet: FleetDiagnosis) -> dict[str, Any]:
             "findings": [finding_json(f) for f in findings],
             "events": [event_json(m) for m in fleet.events],
         },
-        "servers": [json_report(diagnosis) for diagnosis in fleet.servers],
+        "servers": [json_report(diagnosis) for diagnosis in worst_first(fleet.servers)],
     }

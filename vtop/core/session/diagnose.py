@@ -335,10 +335,11 @@ class FleetDiagnosis:
 
     @property
     def exit_code(self) -> int:
-        """The worst of the servers' and the fleet's (3 when no server could be diagnosed)."""
+        """The worst of the servers' and the fleet's: never 0 while a server could not be
+        diagnosed (3 when none could)."""
         if not self.servers or all(d.triage is None for d in self.servers):
             return EXIT_UNKNOWN
-        codes = [d.exit_code for d in self.servers if d.triage is not None]
+        codes = [d.exit_code for d in self.servers]
         codes.append(BY_SEVERITY[self.fleet.severity] if self.fleet else EXIT_OK)
         return worst(codes)
 

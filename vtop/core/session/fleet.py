@@ -19,7 +19,10 @@ from vtop.core.store.summary import TargetSummary, merged_ttft, summarize
 STALE_AFTER_S = 5.0
 LIVE = ("live", "restarted")
 RESTART_SHOWN_S = 60.0
-SORT_KEYS = ("target", "state", "running", "waiting", "kv", "preempt", "ttft", "gen", "finding")
+SORT_KEYS = ("finding", "target", "state", "running", "waiting", "kv", "preempt", "ttft", "gen")
+"""The table opens sorted by its first: the worst finding first."""
+WORST_FIRST = ("critical", "warning", "unknown", "info", "ok")
+"""Row severities, worst first: a server without data is unknown, never ok."""
 
 
 def last_restart(session: Session, target: str) -> float | None:
@@ -117,14 +120,20 @@ def _row(
     """The row of one server: its own primary finding first, else a fleet finding about it."""
     models = ",".join(Path(m).name or m for m in label_values(session, view.target, "model_name"))
     primary = view.triage.primary if view.triage else None
+    state = target_status(view, now, restarted_at)
     finding, severity = "", "ok"
     if primary is not None:
         finding, severity = f"{primary.rule.id} {primary.rule.title}", primary.rule.severity
     elif fleet is not None:
         finding, severity = f"{fleet[0]} {fleet[1]}", "warning"
+    elif view.triage is None or state not in LIVE:
+        finding, severity = (
+            f"no verdict: {state if state not in LIVE else 'no data yet'}",
+            "unknown",
+        )
     return FleetRow(
         view.target,
-        target_status(view, now, restarted_at),
+        state,
         models or "?",
         len(label_values(session, view.target, "engine")) or 1,
         view.summary,
@@ -182,8 +191,11 @@ def sort_rows(rows: list[FleetRow], key: str, descending: bool) -> list[FleetRow
 
 
 def _sort_value(row: FleetRow, key: str) -> Any:
-    """The value a column sorts by."""
-    if key in ("target", "state", "finding"):
+    """The value a column sorts by (findings: the worst severity first, then by name)."""
+    if key == "finding":
+        rank = WORST_FIRST.index(row.severity) if row.severity in WORST_FIRST else 2
+        return (rank, row.finding, row.target)
+    if key in ("target", "state"):
         return str(getattr(row, key))
     summary = row.summary
     if summary is None:

@@ -20,7 +20,17 @@ from vtop.core.store.summary import TargetSummary
 from vtop.ui.format import number, percent, seconds
 
 COLUMNS = ("server", "state", "finding", "run", "wait", "KV", "pre/s", "TTFT99", "gen/s", "model")
-COLUMN_OF_SORT = dict(zip(SORT_KEYS, (0, 1, 3, 4, 5, 6, 7, 8, 2), strict=True))
+COLUMN_OF_SORT = {
+    "target": 0,
+    "state": 1,
+    "finding": 2,
+    "running": 3,
+    "waiting": 4,
+    "kv": 5,
+    "preempt": 6,
+    "ttft": 7,
+    "gen": 8,
+}
 """The column each sort key sorts by (it carries the sort marker)."""
 FINDING_WIDTH = 26
 SERVER_WIDTH = 21
@@ -128,7 +138,7 @@ class FleetScreen(Screen[None]):
 
     def __init__(self) -> None:
         super().__init__()
-        self.sort_key = "target"
+        self.sort_key = SORT_KEYS[0]
         self.descending = False
         self.filter_text = ""
         self.ready = False
