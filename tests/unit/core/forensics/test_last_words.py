@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vtop.core.forensics.last_words import exit_meaning, last_words
+from vtop.core.forensics.last_words import exit_meaning, last_words, why_it_exited
 
 ROOT = Path(__file__).resolve().parents[4]
 HEAD = "(APIServer pid=1) INFO 12-06 23:34:15 [launcher.py:1] Application startup complete.\n"
@@ -83,3 +83,12 @@ def test_a_real_vllm_crash_log_from_a_raising_logits_processor() -> None:
     assert words.root.raised_at.function == "raise_on_request"
     assert words.final is not None and "EngineDeadError" in words.final.exception
     assert words.requests == ("cmpl-vtop-fault-raise-0-9e5c954e",)
+
+
+def test_why_a_managed_server_exited_in_one_line() -> None:
+    log = (ROOT / "tests" / "data" / "vllm-0.32-cpu-logits-processor-crash.log").read_text()
+    why = why_it_exited(log)
+    assert why.startswith("the engine died: faulty_logits.InjectedFaultError") and "log line" in why
+    refused = "ValueError: max_num_seqs must be positive\n"
+    assert why_it_exited(refused).startswith("vLLM refused the configuration")
+    assert why_it_exited(HEAD + "(APIServer pid=1) INFO shutting down\n") == ""
