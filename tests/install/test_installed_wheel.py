@@ -166,3 +166,18 @@ def test_the_installed_dashboard_runs_the_demo_in_a_terminal(
     )
     assert demo.returncode == 0, demo.text[-2000:]
     assert "REPLAY" in demo.text and "M1" in demo.text, demo.text[-2000:]
+
+
+def test_the_installed_vtop_reads_a_spinning_process_s_stacks_with_its_own_py_spy(
+    installed: Path, outside: Path
+) -> None:
+    """py-spy comes with the wheel's dependencies: `vtop stacks PID` from the new venv alone."""
+    code = "def spin_here():\n    while True:\n        pass\n\nspin_here()\n"
+    spinning = subprocess.Popen(["python3", "-c", code], start_new_session=True)
+    try:
+        read = vtop(installed, outside, "stacks", str(spinning.pid))
+        assert read.returncode == 2, read.stdout + read.stderr
+        assert "SPINNING" in read.stdout and "at spin_here (<string>:" in read.stdout, read.stdout
+    finally:
+        spinning.kill()
+        spinning.wait()

@@ -52,6 +52,7 @@ def take_stacks(
     deadline_s: float = DEADLINE_S,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
+    wall: Callable[[], float] = time.time,
 ) -> ServerStacks:
     """`samples` rounds over every process, `spacing_s` apart, all within `deadline_s`; a
     process py-spy refuses is asked no more."""
@@ -76,4 +77,4 @@ def take_stacks(
         ProcessStacks(current_state(p), tuple(taken[p.pid]), refused.get(p.pid))
         for p in server.processes
     )
-    return ServerStacks(results, time.time(), clock() - started)
+    return ServerStacks(results, wall(), clock() - started)
