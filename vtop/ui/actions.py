@@ -26,6 +26,7 @@ from vtop.core.manage.audit import audit
 from vtop.core.manage.flag_edits import apply_change, argv_diff
 from vtop.core.manage.process import ProcessError
 from vtop.core.managed_server import ManagedServer, state_dir
+from vtop.core.ops.process_evidence import stack_collectors
 from vtop.core.rules.engine import Finding, ProposedChange
 from vtop.core.session.diagnose import diagnosis
 from vtop.core.session.recent import expand
@@ -176,9 +177,7 @@ class DashboardActions:
         if target is None or target.triage is None:
             return
         url = target.target
-        findings = [*target.triage.findings]
-        findings += [s for f in target.triage.findings for s in f.symptoms]
-        firing = {(url, f.rule.id, f.since) for f in findings if "stacks" in f.rule.collect}
+        firing = {(url, f.rule.id, f.since) for f in stack_collectors(target.triage)}
         if firing - self._collected:
             self._collected |= firing
             self.ui.in_thread(lambda: self._stacks(url, shown=False), "stacks")

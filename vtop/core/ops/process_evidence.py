@@ -14,9 +14,19 @@ from vtop.core.forensics.last_words import last_words
 from vtop.core.forensics.look import look_at
 from vtop.core.forensics.processes import NotVisible
 from vtop.core.managed_server import managed, read_log, state_dir
+from vtop.core.rules.engine import Finding, Triage
 from vtop.core.session.diagnose import NO_TRAFFIC, Diagnosis
 
 Look = Callable[[str], EngineWhereabouts | NotVisible]
+
+
+def stack_collectors(triage: Triage | None) -> list[Finding]:
+    """The findings (and symptoms they explain) whose rule asks for the stacks
+    (`collect: [stacks]`)."""
+    if triage is None:
+        return []
+    findings = [*triage.findings, *(s for f in triage.findings for s in f.symptoms)]
+    return [f for f in findings if "stacks" in f.rule.collect]
 
 
 def collects_stacks(diagnosis: Diagnosis) -> bool:
@@ -25,9 +35,7 @@ def collects_stacks(diagnosis: Diagnosis) -> bool:
     gauges after it, so its metrics read 0 running and 0 waiting while requests hang."""
     if diagnosis.triage is None:
         return diagnosis.reason == NO_TRAFFIC
-    findings = [*diagnosis.triage.findings]
-    findings += [s for f in diagnosis.triage.findings for s in f.symptoms]
-    return any("stacks" in f.rule.collect for f in findings)
+    return bool(stack_collectors(diagnosis.triage))
 
 
 def managed_log(url: str, directory: Path | None = None) -> str | None:
