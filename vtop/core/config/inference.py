@@ -245,7 +245,8 @@ def _tokens_per_step(read: _Reader) -> dict[Labels, float]:
 
     Steps are counted by `iteration_tokens_total_count`, which skips steps that produced no
     output (a chunk of a prompt alone), and by the mean inter-token latency (one step while a
-    request decodes); the larger count is nearer the truth.
+    request decodes); the larger count is nearer the truth. The rules count them the same way
+    (the record engine:step_tokens:mean1m), so a finding's step size is the inference's.
     """
     computed = read.total("vllm:iteration_tokens_total_sum", "rate")
     counted = read.total("vllm:iteration_tokens_total_count", "rate")
@@ -353,17 +354,19 @@ class Inferences:
                 ):
                     found[name] = setting
         self.settings.update(found)
-        self._drop_contradicted(windows)
+        self.drop_contradicted(windows)
         return dict(self.settings)
 
-    def _drop_contradicted(self, windows: list[EngineWindow]) -> None:
-        """A sequence cap below the running seen, or a budget below the tokens per step seen."""
+    def drop_contradicted(self, windows: list[EngineWindow]) -> None:
+        """A sequence cap below the running seen, or a budget below the tokens per step seen
+        (beyond OVERSHOOT: the step count's known bias, which the inference allows too; a
+        tighter bound here drops on one window what the next infers again)."""
         cap = self.settings.get("max_num_seqs")
         if cap is not None and any(w.running_peak > float(cap.value) for w in windows):
             del self.settings["max_num_seqs"]
         budget = self.settings.get("max_num_batched_tokens")
         steps = [w.tokens_per_step for w in windows if w.tokens_per_step is not None]
-        if budget is not None and any(step > 1.1 * float(budget.value) for step in steps):
+        if budget is not None and any(step > OVERSHOOT * float(budget.value) for step in steps):
             del self.settings["max_num_batched_tokens"]
 
     def clear(self) -> None:

@@ -6,9 +6,11 @@ import dataclasses
 
 from vtop.core.config.inference import (
     EngineWindow,
+    Inferences,
     infer_max_num_batched_tokens,
     infer_max_num_seqs,
 )
+from vtop.core.config.server_config import Setting
 
 
 def cap_window(peak: float, share: float, little: float) -> EngineWindow:
@@ -70,3 +72,20 @@ def test_slow_prefills_under_a_cap_are_no_budget_and_a_budget_s_steps_are() -> N
     assert infer_max_num_seqs(budgeted, 524288) is None
     budget = infer_max_num_batched_tokens(budgeted)
     assert budget is not None and budget.value == 64, budget
+
+
+def test_an_inferred_budget_survives_the_step_count_s_bias_and_not_a_larger_step() -> None:
+    # a real 64-token budget on a slow 2-core host read 64.3 and 70.9 tokens a step in two
+    # windows: the inference reads both as 64, so neither may drop what the other inferred
+    budgeted = dataclasses.replace(
+        cap_window(peak=2, share=0.47, little=1.99), tokens_per_step=70.9, prefilling=1.16
+    )
+    budget = infer_max_num_batched_tokens(budgeted)
+    assert budget is not None and budget.value == 64, budget
+    inferences = Inferences()
+    inferences.settings["max_num_batched_tokens"] = Setting(64, budget.source)
+    inferences.drop_contradicted([budgeted])
+    assert "max_num_batched_tokens" in inferences.settings
+    # steps of 80 tokens cannot be a 64-token budget's
+    inferences.drop_contradicted([dataclasses.replace(budgeted, tokens_per_step=80.0)])
+    assert "max_num_batched_tokens" not in inferences.settings
