@@ -109,19 +109,15 @@ class PrometheusClient:
         return body["data"]
 
     async def query(self, expr: str, at: float) -> list[Point]:
-        """An instant vector at `at`."""
+        """An instant vector at `at` (a native histogram as its classic series)."""
         data = await self._get("/api/v1/query", {"query": expr, "time": f"{at:.3f}"})
-        return [_point(item["metric"], item["value"]) for item in data.get("result", [])]
+        return _answer_points(data, "query")
 
     async def query_range(self, expr: str, start: float, end: float, step: float) -> list[Point]:
         """Every series' values at each step from `start` to `end`."""
         params = {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step}"}
         data = await self._get("/api/v1/query_range", params)
-        return [
-            _point(item["metric"], pair)
-            for item in data.get("result", [])
-            for pair in item["values"]
-        ]
+        return _answer_points(data, "query_range")
 
     async def metadata(self) -> dict[str, str]:
         """Declared metric types by family name, as the scraped targets exposed them."""
@@ -129,9 +125,65 @@ class PrometheusClient:
         return {name: entries[0]["type"] for name, entries in data.items() if entries}
 
 
+def _answer_points(data: Any, what: str) -> list[Point]:
+    """The points of a query's `result`: float samples (`value`, `values`) and native
+    histograms (`histogram`, `histograms`, as Prometheus 3 stores vLLM's histograms with
+    `convert_classic_histograms_to_nhcb`), the latter as the classic series the rules read. A
+    member of the wrong shape is an error naming the call, never a traceback."""
+    try:
+        points: list[Point] = []
+        for item in data.get("result", []):
+            metric = item["metric"]
+            pairs = [item["value"]] if "value" in item else item.get("values", [])
+            points += [_point(metric, pair) for pair in pairs]
+            shapes = [item["histogram"]] if "histogram" in item else item.get("histograms", [])
+            for at, histogram in shapes:
+                points += native_histogram_points(metric, float(at), histogram)
+        return points
+    except (AttributeError, KeyError, TypeError, ValueError, IndexError) as error:
+        raise PrometheusError(
+            f"/api/v1/{what}: an answer of an unknown shape ({error!r})"
+        ) from error
+
+
 def _point(metric: dict[str, str], pair: list[Any]) -> Point:
     """A JSON `[timestamp, "value"]` pair of a series."""
     return Point(metric, float(pair[0]), float(pair[1]))
+
+
+def native_histogram_points(
+    metric: dict[str, str], at: float, histogram: dict[str, Any]
+) -> list[Point]:
+    """A native histogram sample as the classic `_bucket` (cumulative, by upper bound),
+    `_count` and `_sum` series: custom buckets (NHCB) come back as the buckets vLLM exposed;
+    exponential ones as their many small buckets, which histogram_quantile reads the same way.
+    Prometheus's JSON gives each bucket as [boundary rule, lower, upper, count]."""
+    name = metric.get("__name__", "")
+    labels = {k: v for k, v in metric.items() if k != "__name__"}
+    count = float(histogram["count"])
+    counts: dict[float, float] = {}
+    for _rule, _lower, upper, in_bucket in histogram.get("buckets") or []:
+        counts[float(upper)] = counts.get(float(upper), 0.0) + float(in_bucket)
+    points = [
+        Point({**labels, "__name__": f"{name}_count"}, at, count),
+        Point({**labels, "__name__": f"{name}_sum"}, at, float(histogram["sum"])),
+    ]
+    cumulative = 0.0
+    for upper in sorted(counts):
+        cumulative += counts[upper]
+        if not math.isinf(upper):
+            points.append(_bucket(name, labels, at, _le(upper), cumulative))
+    points.append(_bucket(name, labels, at, "+Inf", count))
+    return points
+
+
+def _bucket(name: str, labels: dict[str, str], at: float, le: str, value: float) -> Point:
+    return Point({**labels, "__name__": f"{name}_bucket", "le": le}, at, value)
+
+
+def _le(upper: float) -> str:
+    """A bucket bound as Prometheus writes `le` (1.0, 0.25, 2.5e-05)."""
+    return repr(upper)
 
 
 def target_names(points: Iterable[Point]) -> dict[tuple[str, str], str]:
