@@ -11,6 +11,7 @@ from vtop.core.config.inference import is_inferred
 from vtop.core.config.server_config import ServerConfig, Setting
 from vtop.core.rules.engine import Finding, Pending, ProposedChange
 from vtop.core.session.diagnose import Diagnosis, FleetDiagnosis
+from vtop.core.session.router import RouterView
 from vtop.core.session.session import Mark
 from vtop.text.stacks import last_words_json, last_words_lines, whereabouts_json, whereabouts_lines
 
@@ -344,15 +345,73 @@ def event_text(mark: Mark) -> str:
 def fleet_text_report(fleet: FleetDiagnosis) -> str:
     """The fleet findings (imbalance across servers), then each server's report."""
     servers = fleet.servers
-    lines = [f"vtop fleet diagnosis: {len(servers)} vLLM server(s), exit code {fleet.exit_code}"]
+    routers = f", {len(fleet.routers)} router(s)" if fleet.routers else ""
+    lines = [
+        f"vtop fleet diagnosis: {len(servers)} vLLM server(s){routers}, exit code {fleet.exit_code}"
+    ]
     findings = fleet.fleet.findings if fleet.fleet else ()
     lines.append("ACROSS SERVERS" if findings else "No imbalance across servers.")
     for finding in findings:
         lines += finding_lines(finding, "  ")
     lines += [f"  {event_text(event)}" for event in fleet.events]
+    for router in fleet.routers:
+        lines += router_lines(router)
     for diagnosis in worst_first(servers):
         lines += ["", text_report(diagnosis)]
     return "\n".join(lines)
+
+
+def router_lines(router: RouterView) -> list[str]:
+    """A router's view of each backend, beside the engine's own latency."""
+    lines = ["", f"ROUTER {router.target} (not a server: its view of each backend)"]
+    if not router.backends:
+        lines.append("  no backend in its series")
+    for backend in router.backends:
+        read_as = backend.target or "not among the servers read"
+        lines.append(f"  {backend.backend} ({read_as})")
+        figures = [
+            f"{_figure(backend.qps, '.1f')} req/s",
+            f"{_figure(backend.running, '.0f')} running",
+            f"{_figure(backend.waiting, '.0f')} waiting",
+            f"errors {_figure(backend.errors_per_s, '.2f')}/s",
+        ]
+        lines.append("    " + ", ".join(figures))
+        latency = (
+            f"p99 latency at the router {_figure(backend.router_p99_s, '.2f')} s, "
+            f"in the engine {_figure(backend.engine_p99_s, '.2f')} s"
+        )
+        lines.append("    " + latency)
+        if backend.slow_on_the_path:
+            lines += [
+                "    [WARNING] slow at the router, not in the engine: the time goes on the",
+                "    path between them (network, a proxy, the router's own queue)",
+            ]
+    return lines
+
+
+def _figure(value: float | None, spec: str) -> str:
+    return "?" if value is None else format(value, spec)
+
+
+def router_json(router: RouterView) -> dict[str, Any]:
+    """A router's view of each backend as JSON."""
+    return {
+        "target": router.target,
+        "backends": [
+            {
+                "backend": b.backend,
+                "server": b.target,
+                "qps": b.qps,
+                "running": b.running,
+                "waiting": b.waiting,
+                "errors_per_s": b.errors_per_s,
+                "router_p99_s": b.router_p99_s,
+                "engine_p99_s": b.engine_p99_s,
+                "slow_on_the_path": b.slow_on_the_path,
+            }
+            for b in router.backends
+        ],
+    }
 
 
 VERDICTS_WORST_FIRST = ("critical", "warning", "incomplete", "unknown", "ok")
@@ -375,4 +434,5 @@ def fleet_json_report(fleet: FleetDiagnosis) -> dict[str, Any]:
             "events": [event_json(m) for m in fleet.events],
         },
         "servers": [json_report(diagnosis) for diagnosis in worst_first(fleet.servers)],
+        "routers": [router_json(router) for router in fleet.routers],
     }

@@ -22,6 +22,7 @@ from vtop.core.ingest.sources.prometheus import PrometheusClient, PrometheusErro
 from vtop.core.ingest.sources.vllm_http import ScrapeOptions, never_vllm
 from vtop.core.rules.engine import Engine, Triage, Unchecked
 from vtop.core.rules.rule import Rule
+from vtop.core.session.router import RouterView, is_router, router_view
 from vtop.core.session.session import FLEET_TARGET, Mark, Session, alternation_text
 from vtop.core.session.unjudged import (
     LENGTHEN_MARGIN_S,
@@ -332,15 +333,20 @@ class FleetDiagnosis:
     servers: list[Diagnosis]
     fleet: Triage | None
     events: list[Mark] = field(default_factory=list)
+    routers: list[RouterView] = field(default_factory=list)
+    """Routers in front of the servers (not servers: their view of each backend)."""
 
     @property
     def exit_code(self) -> int:
         """The worst of the servers' and the fleet's: never 0 while a server could not be
-        diagnosed (3 when none could)."""
+        diagnosed (3 when none could); a warning when a router sees a backend slow on the path
+        while its engine is not."""
         if not self.servers or all(d.triage is None for d in self.servers):
             return EXIT_UNKNOWN
         codes = [d.exit_code for d in self.servers]
         codes.append(BY_SEVERITY[self.fleet.severity] if self.fleet else EXIT_OK)
+        slow = any(b.slow_on_the_path for router in self.routers for b in router.backends)
+        codes.append(EXIT_WARNING if slow else EXIT_OK)
         return worst(codes)
 
 
@@ -349,9 +355,14 @@ def diagnose_fleet(
 ) -> FleetDiagnosis:
     """Triage every server in the frames, and the fleet rules across them."""
     session = judged_window(frames, rules, options)
-    servers = [diagnosis(session, target) for target in session.targets]
+    routers = [t for t in session.targets if is_router(session.store, t)]
+    names = [t for t in session.targets if t not in routers]
+    servers = [diagnosis(session, target) for target in names]
     events = [m for m in session.marks if m.target == FLEET_TARGET]
-    return FleetDiagnosis(servers, session.fleet.triage, events)
+    now = frames[-1].timestamp if frames else 0.0
+    window = now - frames[0].timestamp if frames else 0.0
+    views = [router_view(session.store, r, names, now, window) for r in routers]
+    return FleetDiagnosis(servers, session.fleet.triage, events, views)
 
 
 def with_short_windows(

@@ -13,6 +13,7 @@ from typing import Any
 
 from vtop.core.frame import EventKind, ScrapeStatus
 from vtop.core.rules.engine import Finding
+from vtop.core.session.router import is_router, router_view
 from vtop.core.session.session import Session, TargetView
 from vtop.core.store.summary import TargetSummary, merged_ttft, summarize
 
@@ -77,10 +78,29 @@ def fleet_rows(session: Session, now: float) -> list[FleetRow]:
     """A row per server the session has seen, with fleet findings naming their instance."""
     fleet_findings = _fleet_findings_by_target(session)
     restarts = _last_restarts(session)
+    routers = {name for name in session.targets if is_router(session.store, name)}
+    servers = [name for name in session.targets if name not in routers]
     return [
-        _row(session, view, now, fleet_findings.get(name), restarts.get(name))
+        _router_row(session, name, servers, now)
+        if name in routers
+        else _row(session, view, now, fleet_findings.get(name), restarts.get(name))
         for name, view in session.targets.items()
     ]
+
+
+ROUTER_WINDOW_S = 60.0
+"""The window a router row's backends are read over (the rules' minute)."""
+
+
+def _router_row(session: Session, target: str, servers: list[str], now: float) -> FleetRow:
+    """A router's row: no server (no figures added to the fleet's), its backends, and a
+    warning when one is slow at the router but not in its engine."""
+    view = router_view(session.store, target, servers, now, ROUTER_WINDOW_S)
+    slow = [b for b in view.backends if b.slow_on_the_path]
+    finding = f"router of {len(view.backends)} backend(s)"
+    if slow:
+        finding += f"; {len(slow)} slow on the path, not in the engine"
+    return FleetRow(target, "router", "router", 0, None, finding, "warning" if slow else "info")
 
 
 def _last_restarts(session: Session) -> dict[str, float]:
