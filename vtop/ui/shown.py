@@ -18,6 +18,7 @@ from vtop.core.ingest.feed_status import FeedStatus, Mode
 from vtop.core.rules.engine import Finding, ProposedChange, Triage
 from vtop.core.session.fleet import label_values, last_restart, target_status
 from vtop.core.session.history import SummaryHistory
+from vtop.core.session.remote_gpus import own_gpus
 from vtop.core.session.session import Mark, Session, TargetView, short_key
 from vtop.core.session.unjudged import watch_note
 from vtop.core.store.summary import TTFT, TargetSummary
@@ -158,7 +159,7 @@ def build(
     target = targets[target_index % len(targets)] if targets else None
     common = {
         "window_s": around.window_s,
-        "gpu": session.gpu,
+        "gpu": (target and own_gpus(session.store, target.target, now)) or session.gpu,
         "vllm_pids": around.vllm_pids,
         "marks": tuple(session.marks),
         "log_lines": tuple(session.log_lines),

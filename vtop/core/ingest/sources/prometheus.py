@@ -27,13 +27,16 @@ from vtop.core.ingest.feed_status import (
     Moved,
     next_step,
 )
+from vtop.core.ingest.sources import dcgm
 from vtop.core.ingest.sources.bounded_http import BodyError, DeadlineError, bounded_get
 from vtop.core.ingest.sources.vllm_http import ScrapeOptions, describe_error, make_client
 from vtop.core.managed_server import ManagedServer
 
-VLLM_SELECTOR = '{__name__=~"vllm:.+|ray_vllm[:_].+|process_start_time_seconds|up"}'
-"""Everything vtop reads: vLLM's series (Ray Serve's names too), the restart marker, and
-Prometheus' own `up`."""
+VLLM_SELECTOR = (
+    '{__name__=~"vllm:.+|ray_vllm[:_].+|process_start_time_seconds|up|' + dcgm.SELECTOR + '"}'
+)
+"""Everything vtop reads: vLLM's series (Ray Serve's names too), the restart marker,
+Prometheus' own `up`, and the GPU fields dcgm-exporter exposes (joined to the servers by pod)."""
 HEADLINE_SELECTOR = (
     '{__name__=~"(vllm:|ray_vllm[:_])(num_requests_running|num_requests_waiting'
     "|kv_cache_usage_perc|generation_tokens_total|prompt_tokens_total|num_preemptions_total)"
@@ -50,6 +53,8 @@ KNOWN_SERVERS = (
 )
 """Servers that exposed vLLM series in the last hour: found even when down as vtop starts."""
 DROPPED_LABELS = frozenset({"__name__", "instance", "job"})
+RUNNING = frozenset({"vllm:num_requests_running", "ray_vllm:num_requests_running"})
+"""A series every server exposes: its target labels name the server's pod (GPUs join by it)."""
 UP = "up"
 MAX_ANSWER_BYTES = 512 * 1024 * 1024
 """An API answer past this is refused (a range query over a large fleet: narrow --since/--step)."""
@@ -223,23 +228,45 @@ def scrapes_from(
     samples: dict[str, list[Sample]] = {name: [] for name in names.values()}
     down: dict[str, bool] = {}
     by_instance = {instance: name for (_, instance), name in names.items()}
+    pods: dict[tuple[str, str], str] = {}
+    gpus: list[Point] = []
     for point in points:
         instance = point.labels.get("instance", "")
         name = names.get((point.labels.get("job", ""), instance))
         metric = point.labels.get("__name__", "")
         if name is None and metric == ALERTS:
             name = by_instance.get(instance)  # an alert keeps the labels its rule kept
+        if name is None and dcgm.is_dcgm(metric) and not math.isnan(point.value):
+            gpus.append(point)
         if name is None or math.isnan(point.value):
             continue
         if metric == UP:
             down[name] = point.value == 0
             continue
+        if metric in RUNNING and (pod := dcgm.server_pod(point.labels)) is not None:
+            pods.setdefault(pod, name)
         key = tuple(point.labels.items())
         series = cache.get(key)
         if series is None:
             series = cache[key] = Series(metric, _own_labels(point.labels))
         samples[name].append(Sample(series, point.value))
+    for name, readings in _gpus_by_server(gpus, pods).items():
+        samples[name] += dcgm.gpu_samples(readings)
     return tuple(_scrape(name, samples[name], down.get(name, False), types) for name in samples)
+
+
+def _gpus_by_server(
+    points: list[Point], pods: dict[tuple[str, str], str]
+) -> dict[str, list[dcgm.GpuReading]]:
+    """dcgm-exporter's readings by the server whose pod holds the GPU (GPUs of no server's
+    pod are left out: another workload's, or an idle node's)."""
+    found: dict[str, list[dcgm.GpuReading]] = {}
+    for point in points:
+        reading = dcgm.reading(point.labels, point.value)
+        server = pods.get(reading.pod) if reading.pod is not None else None
+        if server is not None:
+            found.setdefault(server, []).append(reading)
+    return found
 
 
 def _own_labels(labels: dict[str, str]) -> tuple[tuple[str, str], ...]:

@@ -40,12 +40,17 @@ from vtop.core.rules.promql.binary import (
     vector_scalar,
 )
 from vtop.core.rules.promql.samples import instant, range_samples, range_start
+from vtop.core.store.gpu_series import GPU_TARGET
+from vtop.core.store.probe_series import PROBE_TARGET
 from vtop.core.store.store import INSTANCE, Store
 
 CONFIG_PREFIX = "vtop:"
 HOST_LEVEL_PREFIX = ("nvml:", "probe:")
 """Series of the host vtop runs on (its GPUs, its canaries through the front door): read for
-every target, not filtered by its instance."""
+every target, not filtered by its instance, unless the target has its own (`_local`)."""
+HOST_TARGETS = frozenset({GPU_TARGET, PROBE_TARGET})
+"""Where the host's own series are stored: a server without its own reads these, never
+another server's (a replica's GPUs are its own)."""
 FLEET = "*fleet*"
 """The target of fleet-scope rules: selectors see every instance and keep its label."""
 RATES = {"rate": (True, True), "increase": (True, False), "delta": (False, False)}
@@ -153,8 +158,14 @@ def _matches(value: str, matcher: Matcher) -> bool:
 
 
 def _local(selector: Selector, context: Context) -> bool:
-    """Whether the selector reads only the context's own server."""
-    return context.target != FLEET and not selector.name.startswith(HOST_LEVEL_PREFIX)
+    """Whether the selector reads only the context's own server: every series but the
+    host-level ones, and those too where the server has its own (the GPUs of a remote replica,
+    joined to it from dcgm-exporter, rather than those of the host vtop runs on)."""
+    if context.target == FLEET:
+        return False
+    if not selector.name.startswith(HOST_LEVEL_PREFIX):
+        return True
+    return bool(context.store.select(selector.name, {INSTANCE: context.target}))
 
 
 def _series(selector: Selector, context: Context) -> Picked:
@@ -184,10 +195,12 @@ def _picked(selector: Selector, context: Context) -> list[Series]:
         wanted = [m for m in selector.matchers if m.label == NAME]
         names = [n for n in context.store.names() if all(_matches(n, m) for m in wanted)]
         found = [s for name in names for s in context.store.select(name, scope)]
+    host_only = not local and context.target != FLEET
     return [
         series
         for series in found
         if (not local or series.label(INSTANCE) == context.target)
+        and (not host_only or series.label(INSTANCE) in HOST_TARGETS)
         and all(
             _matches(series.name if m.label == NAME else series.label(m.label) or "", m)
             for m in selector.matchers
