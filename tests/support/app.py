@@ -25,11 +25,16 @@ def replay_app(frames: list[Frame], settings: Settings | None = None) -> VtopApp
     return VtopApp(settings or Settings(), feed, load_rules(), clock=lambda: clock)
 
 
-async def wait_for(pilot: Pilot[int], condition: Callable[[], bool], timeout: float = 15) -> None:
-    """Let the app run until `condition` holds."""
+async def wait_for(
+    pilot: Pilot[int],
+    condition: Callable[[], bool],
+    timeout: float = 15,
+    seen: Callable[[], object] = lambda: "",
+) -> None:
+    """Let the app run until `condition` holds; on timeout fail with what `seen` gives."""
     deadline = time.monotonic() + timeout
     while not condition():
-        assert time.monotonic() < deadline, "condition not reached"
+        assert time.monotonic() < deadline, f"condition not reached {seen()}"
         await pilot.pause(0.05)
 
 
