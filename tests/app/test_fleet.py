@@ -105,6 +105,31 @@ async def test_fleet_table_sorts_filters_splits_engines_and_drills_in() -> None:
             assert isinstance(app.screen, FleetScreen)
 
 
+async def test_g_groups_the_fleet_and_enter_opens_the_worst_replica() -> None:
+    with ExitStack() as stack:
+        storm = stack.enter_context(serving_handler(storm_handler(time.time())))
+        idle = stack.enter_context(serving(Canned(IDLE)))
+        app = fleet_app([idle, storm])
+        async with app.run_test(size=(160, 40)) as pilot:
+            assert isinstance(app.screen, FleetScreen)
+            await wait_for(pilot, lambda: len(table_rows(app)) == 2)
+            await wait_for(pilot, lambda: row_of(app, storm)[2].startswith("CRIT M1"), 20)
+            await pilot.press("g")  # by namespace: a direct scrape has none
+            labels = [str(c.label) for c in app.screen.query_one(DataTable).columns.values()]
+            assert labels[0] == "namespace"
+            await wait_for(pilot, lambda: len(table_rows(app)) == 1, 10, lambda: table_rows(app))
+            [group] = table_rows(app)
+            assert group[0] == "namespace (none) (2)" and group[1] == "2 live", group
+            assert group[2].startswith("CRIT 1/2: M1 "), group
+            await pilot.press("enter")
+            assert not isinstance(app.screen, FleetScreen)
+            await wait_for(pilot, lambda: shown(storm) in header(app))
+            await pilot.press("escape")
+            assert isinstance(app.screen, FleetScreen)
+            await pilot.press("g", "g")  # by model, then each server again
+            await wait_for(pilot, lambda: len(table_rows(app)) == 2, 10, lambda: table_rows(app))
+
+
 async def test_a_server_named_by_an_ipv6_address_keeps_its_brackets() -> None:
     """Cells are text, not markup: `[fe80::1]` would read as a style tag and vanish."""
     with serving(Canned(IDLE)) as idle:

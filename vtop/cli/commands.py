@@ -115,6 +115,13 @@ COMMANDS = {
             "probe_parser",
         ),
         Command(
+            "requests",
+            "which requests were slow, and where their time went (vLLM's OTLP spans)",
+            "vtop.cli.requests",
+            "requests_main",
+            "requests_parser",
+        ),
+        Command(
             "stacks",
             "where the engine is stuck: its processes' Python stacks (py-spy)",
             "vtop.cli.stacks",

@@ -1,6 +1,7 @@
 """Floor 9, text: what vtop prints. The diagnose report as text and JSON (report), folded to
 the terminal's width (fold), the `--plain` lines (plain), the probe's report (probe), the
-what-if report (whatif), where the engine is and why it died (stacks), and the rules and
+what-if report (whatif), where the engine is and why it died (stacks), the slowest requests
+(requests), and the rules and
 metrics references (rules_reference,
 metrics_reference). Imports the core; never Textual.
 """
@@ -11,6 +12,7 @@ __all__ = [
     "plain",
     "probe",
     "report",
+    "requests",
     "rules_reference",
     "stacks",
     "whatif",

@@ -16,6 +16,7 @@ from vtop.core.session.fleet import (
     fleet_summary,
     sort_rows,
 )
+from vtop.core.session.fleet_groups import GROUP_KEYS, group_rows
 from vtop.core.session.session import Session
 from vtop.core.store.summary import TargetSummary
 from vtop.ui.chart_data import bucket_counts, line_points, mark_offsets
@@ -145,6 +146,11 @@ def short_key_of(rule_id: str, labels: tuple[tuple[str, str], ...]) -> str:
 def show_fleet(session: Session, screen: FleetScreen, now: float, mode: str) -> None:
     """Fill the fleet table: sorted, filtered, engines of data-parallel servers below theirs."""
     every = fleet_rows(session, now)
-    rows = sort_rows(filter_rows(every, screen.filter_text), screen.sort_key, screen.descending)
-    engines = {r.target: engine_summaries(session, r.target, now) for r in rows if r.engines > 1}
+    listed = group_rows(session, every, screen.group_key)
+    rows = sort_rows(filter_rows(listed, screen.filter_text), screen.sort_key, screen.descending)
+    engines = (
+        {r.target: engine_summaries(session, r.target, now) for r in rows if r.engines > 1}
+        if screen.group_key == GROUP_KEYS[0]
+        else {}
+    )
     screen.show(fleet_line(session, mode, every, now), rows, engines)

@@ -22,6 +22,8 @@ inductor cache (about 10 s of each start here). Nothing the tests measure depend
 MAKE_MODEL = Path(__file__).with_name("make_model.py")
 MAKE_LORA = Path(__file__).with_name("make_lora.py")
 READY_TIMEOUT_S = 900.0
+SPAN_EXPORT_DELAY_MS = 2000
+"""How often a tracing server's batch exporter sends (OpenTelemetry's default is 5 s)."""
 TEST_MODEL = "medium"
 """The random-weight model the incidents run on (4 layers, width 512): heavy enough that an
 engine step, not the single API server process's work per request or per streamed token, sets
@@ -104,6 +106,10 @@ class ServerSpec:
     logits_processors: str | None = None
     """--logits-processors, a class of faulty_logits.py beside this file (its folder goes on
     the server's PYTHONPATH)."""
+    otlp_protocol: str | None = None
+    """Export request spans over OTLP ("grpc" or "http") to a loopback port the server picks
+    (`VllmServer.otlp_port`), where a test listens when it wants them (nothing listens
+    otherwise: the exporter retries and drops, the engine does not wait on it)."""
 
     def flags(self) -> list[str]:
         """`vllm serve` flags for this spec (model, host and port excluded)."""
@@ -139,6 +145,7 @@ class VllmServer:
         self.spec = spec
         self.log_path = log_path
         self.port = free_port()
+        self.otlp_port = free_port() if spec.otlp_protocol else None
         self.model_path = model_dir(spec.model)
         self._process: subprocess.Popen[bytes] | None = None
 
@@ -151,7 +158,15 @@ class VllmServer:
         """The full command line."""
         entry = ["-m", "vllm.entrypoints.openai.api_server", "--model", str(self.model_path)]
         where = ["--host", "127.0.0.1", "--port", str(self.port)]
-        return [str(vllm_python()), *entry, *where, *self.spec.flags()]
+        return [str(vllm_python()), *entry, *where, *self.spec.flags(), *self._otlp_flags()]
+
+    def _otlp_flags(self) -> list[str]:
+        """--otlp-traces-endpoint for the spec's protocol (gRPC: host:port; HTTP: the URL)."""
+        if self.otlp_port is None:
+            return []
+        if self.spec.otlp_protocol == "http":
+            return ["--otlp-traces-endpoint", f"http://127.0.0.1:{self.otlp_port}/v1/traces"]
+        return ["--otlp-traces-endpoint", f"127.0.0.1:{self.otlp_port}"]
 
     def start(self) -> None:
         """Start the server in a new session and wait until /health answers."""
@@ -164,6 +179,10 @@ class VllmServer:
         }
         if self.spec.logits_processors:
             env["PYTHONPATH"] = str(Path(__file__).parent)
+        if self.spec.otlp_protocol == "http":
+            env["OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"] = "http/protobuf"
+        if self.spec.otlp_protocol:
+            env["OTEL_BSP_SCHEDULE_DELAY"] = str(SPAN_EXPORT_DELAY_MS)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as log:
             self._process = subprocess.Popen(

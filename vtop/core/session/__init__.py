@@ -4,8 +4,21 @@ output shares; the fleet view. Imports rules, ingest, config, the store and the 
 whatif, manage or above).
 
 Offers `Session` (session), `diagnosis`, `diagnose_frames`, `judged_window`, `window_frames`
-and `Diagnosis` (diagnose), the fleet rows (fleet), each target's summaries over time as
-columns (history), and the recent frames a bundle writes, held compressed (recent).
+and `Diagnosis` (diagnose), the fleet rows (fleet) and their groups (fleet_groups), a router's
+view of its backends (router), a server's own GPUs (remote_gpus), each target's summaries over
+time as columns (history), the recent frames a bundle writes, held compressed (recent), and
+vLLM's request spans ranked and their tail split (request_view).
 """
 
-__all__ = ["diagnose", "fleet", "history", "recent", "session", "unjudged"]
+__all__ = [
+    "diagnose",
+    "fleet",
+    "fleet_groups",
+    "history",
+    "recent",
+    "remote_gpus",
+    "request_view",
+    "router",
+    "session",
+    "unjudged",
+]

@@ -72,6 +72,8 @@ class FleetRow:
     finding: str
     """The primary finding ('B1 uneven load ...') or '' when there is none."""
     severity: str
+    opens: str | None = None
+    """The server Enter opens from this row (a group's worst replica; None: the row's own)."""
 
 
 def fleet_rows(session: Session, now: float) -> list[FleetRow]:

@@ -16,6 +16,7 @@ from textual.widgets import DataTable, Footer, Input, Static
 from textual.widgets.data_table import ColumnKey
 
 from vtop.core.session.fleet import SORT_KEYS, FleetRow
+from vtop.core.session.fleet_groups import GROUP_KEYS
 from vtop.core.store.summary import TargetSummary
 from vtop.ui.format import number, percent, seconds
 
@@ -84,11 +85,12 @@ def cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def column_labels(sort_key: str, descending: bool) -> list[str]:
-    """Column headers, the sorted one marked with the order."""
+def column_labels(sort_key: str, descending: bool, group_key: str = GROUP_KEYS[0]) -> list[str]:
+    """Column headers, the sorted one marked with the order (the first names the grouping)."""
     marked = COLUMN_OF_SORT[sort_key]
     arrow = "▼" if descending else "▲"
-    return [f"{name} {arrow}" if index == marked else name for index, name in enumerate(COLUMNS)]
+    names = (group_key, *COLUMNS[1:])
+    return [f"{name} {arrow}" if index == marked else name for index, name in enumerate(names)]
 
 
 def engine_cells(engine: str, summary: TargetSummary) -> list[str | Text]:
@@ -120,6 +122,7 @@ class FleetScreen(Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "open", "open"),
         Binding("s", "sort", "sort"),
+        Binding("g", "group", "group"),
         Binding("S", "reverse", "reverse", show=False),
         Binding("slash", "filter", "filter"),
         Binding("escape", "clear_filter", "clear filter", show=False),
@@ -140,6 +143,8 @@ class FleetScreen(Screen[None]):
         super().__init__()
         self.sort_key = SORT_KEYS[0]
         self.descending = False
+        self.group_key = GROUP_KEYS[0]
+        self._opens: dict[str, str] = {}
         self.filter_text = ""
         self.ready = False
         self._summary = ""
@@ -171,6 +176,7 @@ class FleetScreen(Screen[None]):
         if summary != self._summary:
             self._summary = summary
             self._show_summary(summary)
+        self._opens = {row.target: row.opens for row in rows if row.opens is not None}
         lines = table_lines(rows, engines)
         if [key for key, _ in lines] == [key for key, _ in self._lines]:
             self._update_cells(lines)
@@ -217,9 +223,9 @@ class FleetScreen(Screen[None]):
         return None if key is None else key.split("#")[0]
 
     def action_open(self) -> None:
-        """Drill into the selected server."""
+        """Drill into the selected server (from a group's row: its worst replica)."""
         if self.selected is not None:
-            self.post_message(self.Open(self.selected))
+            self.post_message(self.Open(self._opens.get(self.selected, self.selected)))
 
     @on(DataTable.RowSelected)
     def _row_selected(self) -> None:
@@ -229,6 +235,11 @@ class FleetScreen(Screen[None]):
         """Sort by the next column (figures largest first)."""
         self.sort_key = SORT_KEYS[(SORT_KEYS.index(self.sort_key) + 1) % len(SORT_KEYS)]
         self.descending = self.sort_key not in ("target", "state", "finding")
+        self._changed()
+
+    def action_group(self) -> None:
+        """List each server, or a row per namespace or model (each opens its worst replica)."""
+        self.group_key = GROUP_KEYS[(GROUP_KEYS.index(self.group_key) + 1) % len(GROUP_KEYS)]
         self._changed()
 
     def action_reverse(self) -> None:
@@ -260,9 +271,8 @@ class FleetScreen(Screen[None]):
     def _changed(self) -> None:
         """Mark the sorted column and ask the app for a redraw."""
         table: DataTable[str | Text] = self.query_one(DataTable)
-        for key, label in zip(
-            self._columns, column_labels(self.sort_key, self.descending), strict=True
-        ):
+        labels = column_labels(self.sort_key, self.descending, self.group_key)
+        for key, label in zip(self._columns, labels, strict=True):
             table.columns[key].label = Text(label)
         table.refresh()
         self.post_message(self.Changed())

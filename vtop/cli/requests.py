@@ -1,0 +1,96 @@
+"""`vtop requests --otlp ADDR`: receive vLLM's per-request spans for a window and print the
+slowest requests with where their time went; exit 0 with spans, 3 with none."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from vtop.cli.errors import CliError
+from vtop.cli.options import parser
+from vtop.core.exit_codes import ExitCode
+from vtop.core.ingest.sources.otlp_receiver import (
+    OtlpAddressError,
+    SpanStore,
+    parse_address,
+    receiving,
+)
+from vtop.core.session.request_view import SORTS, ranked, time_split
+from vtop.core.strict_json import strict_json
+from vtop.text.fold import fold, terminal_width
+from vtop.text.requests import requests_lines, span_json, split_json
+
+SCHEMA = "vtop.requests/1"
+TURN_ON = (
+    "no request span arrived: start vLLM with --otlp-traces-endpoint pointed here "
+    "(gRPC: --otlp-traces-endpoint HOST:PORT; HTTP: "
+    "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf and http://HOST:PORT/v1/traces); "
+    "its exporter sends every 5 s, so give a window longer than that"
+)
+
+
+def requests_parser() -> argparse.ArgumentParser:
+    """Arguments of `vtop requests`."""
+    command = parser(
+        "vtop requests",
+        "receive vLLM's per-request OpenTelemetry spans (OTLP over gRPC or HTTP) for a window "
+        "and show the slowest requests: queue | prefill | decode, TTFT, tokens",
+        epilog="exit codes: 0 spans received, 3 none arrived, 64 usage",
+    )
+    command.add_argument(
+        "--otlp",
+        action="append",
+        metavar="ADDR",
+        help="listen here: grpc://HOST:PORT or http://HOST:PORT (path /v1/traces); "
+        "repeatable; the host is 127.0.0.1 unless given (grpc://127.0.0.1:4317)",
+    )
+    command.add_argument(
+        "--otlp-token", help="require `Authorization: Bearer TOKEN` on every export"
+    )
+    command.add_argument(
+        "--window", type=float, default=30.0, help="seconds to receive spans for (30)"
+    )
+    command.add_argument("--sort", choices=sorted(SORTS), default="e2e", help="rank by (e2e)")
+    command.add_argument("--limit", type=int, default=20, help="requests listed (20)")
+    command.add_argument("--json", action="store_true", help="print JSON")
+    return command
+
+
+def requests_main(argv: list[str]) -> int:
+    """Run `vtop requests`."""
+    args = requests_parser().parse_args(argv)
+    if args.window <= 0 or args.limit <= 0:
+        raise CliError("vtop requests: --window and --limit must be positive")
+    try:
+        addresses = [parse_address(text) for text in args.otlp or ["grpc://127.0.0.1:4317"]]
+        store = SpanStore()
+        with receiving(addresses, store, args.otlp_token) as bound:
+            time.sleep(args.window)
+    except OtlpAddressError as error:
+        raise CliError(f"vtop requests: --otlp {error}") from error
+    spans = store.spans()
+    listed = ranked(spans, args.sort, args.limit)
+    splits = time_split(spans)
+    received = (
+        f"{len(spans)} request span(s) in {args.window:g} s on {', '.join(bound)}"
+        + (f"; {store.dropped} dropped (oldest)" if store.dropped else "")
+        + (f"; {store.refused} export(s) refused" if store.refused else "")
+    )
+    if args.json:
+        print(
+            strict_json(
+                {
+                    "schema": SCHEMA,
+                    "received": len(spans),
+                    "dropped": store.dropped,
+                    "refused": store.refused,
+                    "listening": bound,
+                    "requests": [span_json(span) for span in listed],
+                    "time_split": [split_json(split) for split in splits],
+                }
+            )
+        )
+    else:
+        lines = requests_lines(listed, splits, received)
+        print(fold("\n".join(lines if spans else [received, TURN_ON]), terminal_width()))
+    return ExitCode.OK if spans else ExitCode.UNKNOWN
