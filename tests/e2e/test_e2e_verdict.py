@@ -38,8 +38,11 @@ from vtop.text.report import text_report
 
 pytestmark = pytest.mark.vllm
 
-PRECONDITION_S = 8.0
-"""The live window over which the storm is measured before vtop is asked."""
+PRECONDITION_S = 15.0
+"""The live window over which the storm is measured before vtop is asked: vtop diagnose's own
+default window. On a slow host this storm preempts about once in three seconds (a CI run: 2
+preemptions for 2 requests finished in 8 s, with 24, 48 and 96 clients), so 8 s could hold
+fewer preemptions than a storm is counted by (STORM_PREEMPTIONS_MIN) while it stormed."""
 DECIDED_WITHIN_S = 3.0
 """`--window 3`: the window asked for."""
 STARTUP_S = 6.0
