@@ -7,6 +7,7 @@ merged by adding buckets (quantiles of the merged distribution, never averaged q
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -181,20 +182,34 @@ def engine_summaries(session: Session, target: str, now: float) -> dict[str, Tar
 def fleet_summary(session: Session, rows: list[FleetRow]) -> TargetSummary:
     """Figures over the live servers of the rows: gauges and rates added from the rows, TTFT
     from the buckets behind the rows' own TTFT (added, so the line agrees with the table)."""
+    return added_up(session, rows, "fleet", lambda live: max(_kv(live), default=None))
+
+
+def _kv(rows: list[FleetRow]) -> list[float]:
+    return [r.summary.kv_usage for r in rows if r.summary and r.summary.kv_usage is not None]
+
+
+def added_up(
+    session: Session,
+    rows: list[FleetRow],
+    name: str,
+    kv_usage: Callable[[list[FleetRow]], float | None],
+) -> TargetSummary:
+    """The live rows' figures as one: requests and rates added, TTFT from their buckets added
+    together, the KV use as `kv_usage` reads it over those rows."""
     live_rows = [row for row in rows if row.state in LIVE and row.summary is not None]
     live = [row.summary for row in live_rows if row.summary is not None]
 
-    def total(name: str) -> float | None:
-        values = [value for s in live if (value := getattr(s, name)) is not None]
+    def total(field: str) -> float | None:
+        values = [value for s in live if (value := getattr(s, field)) is not None]
         return math.fsum(values) if values else None
 
-    kv = [s.kv_usage for s in live if s.kv_usage is not None]
     p50, p99 = merged_ttft(session.targets[row.target].ttft_buckets for row in live_rows)
     return TargetSummary(
-        "fleet",
+        name,
         running=total("running"),
         waiting=total("waiting"),
-        kv_usage=max(kv, default=None),
+        kv_usage=kv_usage(live_rows),
         preemptions_per_s=total("preemptions_per_s"),
         prompt_tokens_per_s=total("prompt_tokens_per_s"),
         generation_tokens_per_s=total("generation_tokens_per_s"),

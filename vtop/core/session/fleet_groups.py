@@ -13,9 +13,9 @@ import math
 from collections import Counter
 from dataclasses import replace
 
-from vtop.core.session.fleet import LIVE, FleetRow, label_values, sort_rows
+from vtop.core.session.fleet import LIVE, FleetRow, added_up, label_values, sort_rows
 from vtop.core.session.session import Session
-from vtop.core.store.summary import TargetSummary, merged_ttft
+from vtop.core.store.summary import TargetSummary
 
 GROUP_KEYS = ("server", "namespace", "model")
 """What the fleet table lists: each server, or a row per namespace or per model."""
@@ -63,29 +63,10 @@ def _group_row(session: Session, key: str, value: str, members: list[FleetRow]) 
 
 
 def rolled_up(session: Session, rows: list[FleetRow], name: str) -> TargetSummary | None:
-    """The replicas' figures as one: sums, merged TTFT buckets, capacity-weighted KV."""
-    live = [row for row in rows if row.state in LIVE and row.summary is not None]
-    summaries = [row.summary for row in live if row.summary is not None]
-    if not summaries:
+    """The replicas' figures as one (`added_up`), the KV use weighted by capacity."""
+    if not any(row.state in LIVE and row.summary is not None for row in rows):
         return None
-
-    def total(field: str) -> float | None:
-        values = [value for s in summaries if (value := getattr(s, field)) is not None]
-        return math.fsum(values) if values else None
-
-    p50, p99 = merged_ttft(session.targets[row.target].ttft_buckets for row in live)
-    return TargetSummary(
-        name,
-        running=total("running"),
-        waiting=total("waiting"),
-        kv_usage=_weighted_kv(session, live),
-        preemptions_per_s=total("preemptions_per_s"),
-        prompt_tokens_per_s=total("prompt_tokens_per_s"),
-        generation_tokens_per_s=total("generation_tokens_per_s"),
-        requests_per_s=total("requests_per_s"),
-        ttft_p50_s=p50,
-        ttft_p99_s=p99,
-    )
+    return added_up(session, rows, name, lambda live: _weighted_kv(session, live))
 
 
 def _weighted_kv(session: Session, rows: list[FleetRow]) -> float | None:
