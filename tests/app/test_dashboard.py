@@ -19,6 +19,7 @@ from tests.support.http_server import Canned, serving
 from tests.support.payloads import fixture
 from tests.support.storm import storm
 from tests.support.vllm_harness.server import free_port
+from vtop.core.config.panels import PANELS, widget_id
 from vtop.core.config.settings import Settings
 from vtop.core.frame import EventKind
 from vtop.core.ingest.feeds import LiveFeed, ReplayFeed
@@ -146,10 +147,13 @@ async def test_keys_help_pause_interval_panels_and_palette() -> None:
         assert not feed.paused and feed.speed == 10.0 and "x10" in header(app)
         await pilot.press("plus")
         assert feed.speed == 30.0
-        await pilot.press("1", "9")
-        assert not app.query_one("#chart-requests").display and not app.query_one("#gpu").display
-        await pilot.press("1")
-        assert app.query_one("#chart-requests").display
+        for panel in PANELS:  # each key hides its own panel and nothing else, then shows it
+            widget = app.query_one(f"#{widget_id(panel)}")
+            others = [app.query_one(f"#{widget_id(p)}") for p in PANELS if p != panel]
+            await pilot.press(panel.key)
+            assert not widget.display and all(other.display for other in others), panel
+            await pilot.press(panel.key)
+            assert widget.display, panel
         await pilot.press("ctrl+p")  # Textual's own palette key (no binding shadows it)
         assert isinstance(app.screen, CommandPalette)
         await pilot.press("escape")

@@ -13,7 +13,7 @@ import pytest
 
 from tests.support.http_server import QuietHandler, serving_handler
 from tests.support.vtop_cli import ROOT, Ran, vtop
-from vtop.core.exit_codes import MEANING, ExitCode, worst
+from vtop.core.status import MEANING, ExitCode, worst
 
 DEMO = str(ROOT / "vtop" / "demo" / "storm.vtoprec")
 DOC = ROOT / "docs" / "exit-codes.md"

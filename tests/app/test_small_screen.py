@@ -10,7 +10,7 @@ from textual.pilot import Pilot
 from tests.support.app import on_screen, screen_text, wait_for
 from tests.support.demo import STORM, TARGET, app_on, fleet_app, loaded
 from tests.support.frames import down_frame
-from vtop.core.config.settings import PANELS
+from vtop.core.config.panels import PANELS
 from vtop.core.ingest.feeds import ReplayFeed
 from vtop.ui.app import VtopApp
 from vtop.ui.screens.text_screen import TextScreen
@@ -70,7 +70,7 @@ def test_an_unreachable_server_at_80x24_says_the_findings_are_old(
 
 def test_all_panels_hidden_gives_the_findings_every_row(snap_compare: SnapCompare) -> None:
     async def hide_all(pilot: Pilot[int]) -> None:
-        await pilot.press(*(str((i + 1) % 10) for i in range(len(PANELS))))
+        await pilot.press(*(panel.key for panel in PANELS))
 
     run = showing(ACTION, FLAG_DIFF, "explains", then=hide_all)
     assert snap_compare(app_on(STORM), terminal_size=SMALL, run_before=run)

@@ -13,12 +13,12 @@ from rich.table import Table
 
 from vtop.cli.options import parser as options_parser
 from vtop.core.config.settings import API_KEY_ENV, DEFAULT_URL, server_url
-from vtop.core.exit_codes import ExitCode
 from vtop.core.ingest.sources.vllm_http import ScrapeOptions
 from vtop.core.manage.bench import Bench, BenchConfig, Lengths
 from vtop.core.manage.bench_report import BenchReport, Percentiles
 from vtop.core.ops.front_door import EngineView, beside_engine, held_back
 from vtop.core.redact import remembered
+from vtop.core.status import ExitCode
 from vtop.core.strict_json import strict_json
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from vtop.core.exit_codes import ExitCode
+from vtop.core.status import ExitCode
 
 EXIT_USAGE = ExitCode.USAGE
 """64 (sysexits' EX_USAGE): never 2, which `vtop diagnose` returns for a critical finding."""

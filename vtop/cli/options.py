@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from vtop.cli.errors import EXIT_USAGE, CliError
 from vtop.core.config.effective_config import DiagnoseOptions
+from vtop.core.config.panels import PANEL_NAMES
 from vtop.core.config.server_config import assemble
-from vtop.core.config.settings import API_KEY_ENV, PANELS, Settings, SettingsError, load_settings
+from vtop.core.config.settings import API_KEY_ENV, Settings, SettingsError, load_settings
 from vtop.core.ingest.sources.server_facts import read_model_facts
 from vtop.core.redact import remember
 from vtop.core.rules.loader import PACKAGED, load_rules
@@ -174,7 +175,7 @@ def add_view_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--low-redraw", action="store_true", default=None, help="redraw charts every 5th tick"
     )
-    parser.add_argument("--hide", help=f"panels to hide, comma-separated: {','.join(PANELS)}")
+    parser.add_argument("--hide", help=f"panels to hide, comma-separated: {','.join(PANEL_NAMES)}")
     add_rules_option(parser)
     parser.add_argument("--vllm-args", help="the server's `vllm serve` flags, as one string")
     parser.add_argument("--vllm-log", help="the server's log file (for its startup lines)")

@@ -8,7 +8,6 @@ import time
 
 from vtop.cli.errors import CliError
 from vtop.cli.options import parser
-from vtop.core.exit_codes import ExitCode
 from vtop.core.ingest.sources.otlp_receiver import (
     OtlpAddressError,
     SpanStore,
@@ -16,6 +15,7 @@ from vtop.core.ingest.sources.otlp_receiver import (
     receiving,
 )
 from vtop.core.session.request_view import SORTS, ranked, time_split
+from vtop.core.status import ExitCode
 from vtop.core.strict_json import strict_json
 from vtop.text.fold import fold, terminal_width
 from vtop.text.requests import requests_lines, span_json, split_json

@@ -7,9 +7,9 @@ import argparse
 
 from vtop.cli.options import parser
 from vtop.core.config.settings import DEFAULT_URL
-from vtop.core.exit_codes import ExitCode
 from vtop.core.forensics.look import look_at
 from vtop.core.forensics.processes import NotVisible
+from vtop.core.status import ExitCode
 from vtop.core.strict_json import strict_json
 from vtop.text.fold import fold, terminal_width
 from vtop.text.stacks import whereabouts_json, whereabouts_lines

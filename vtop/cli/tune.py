@@ -15,12 +15,12 @@ from vtop.cli.options import (
     warn_unkept,
 )
 from vtop.cli.serve import pick_server
-from vtop.core.exit_codes import ExitCode
 from vtop.core.manage.apply import Applied
 from vtop.core.manage.bench import BenchConfig, Lengths
 from vtop.core.manage.verdict import comparison_lines, measurement_table
 from vtop.core.managed_server import is_alive, state_dir
 from vtop.core.ops.tune import NotApplied, TuneOptions, tune
+from vtop.core.status import ExitCode
 
 EXIT_ROLLED_BACK, EXIT_NOTHING = ExitCode.WARNING, ExitCode.UNKNOWN
 

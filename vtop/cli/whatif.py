@@ -21,8 +21,8 @@ from vtop.cli.options import (
 )
 from vtop.core.config.server_config import ServerConfig
 from vtop.core.config.settings import DEFAULT_URL
-from vtop.core.exit_codes import ExitCode
 from vtop.core.session.diagnose import judged_window
+from vtop.core.status import ExitCode
 from vtop.core.strict_json import strict_json
 from vtop.core.whatif.calibrate import CannotModelError
 from vtop.core.whatif.predict import FLAGS, whatif

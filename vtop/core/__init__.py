@@ -2,7 +2,7 @@
 here; an import contract keeps it). Its folders are floors, each importing only those below:
 
     ops > manage > session | whatif > rules | ingest > forensics > config > store
-    > catalog, managed_server > frame, histogram, redact, strict_json, exit_codes
+    > catalog, managed_server > frame, histogram, redact, strict_json, status
 
 Offers, by floor: the orchestrations (`ops`), the managed process and the apply flow
 (`manage`), the session and the one diagnosis (`session`), the scheduler model (`whatif`),
@@ -14,7 +14,6 @@ and the shared data (`frame` and the leaves).
 __all__ = [
     "catalog",
     "config",
-    "exit_codes",
     "forensics",
     "frame",
     "histogram",
@@ -25,6 +24,7 @@ __all__ = [
     "redact",
     "rules",
     "session",
+    "status",
     "store",
     "strict_json",
     "whatif",

@@ -13,6 +13,7 @@ from vtop.core.rules.engine import Finding, Pending, ProposedChange
 from vtop.core.session.diagnose import Diagnosis, FleetDiagnosis
 from vtop.core.session.router import RouterView
 from vtop.core.session.session import Mark
+from vtop.core.status import Status
 from vtop.text.stacks import last_words_json, last_words_lines, whereabouts_json, whereabouts_lines
 
 SCHEMA = "vtop.diagnose/2"
@@ -96,7 +97,7 @@ def text_report(diagnosis: Diagnosis) -> str:
         if diagnosis.last_words is not None:
             lines.append(f"VERDICT: CRITICAL - {diagnosis.last_words.summary}")
             lines.append(f"  the server: {diagnosis.reason}")
-        elif diagnosis.verdict == "critical":
+        elif diagnosis.verdict == Status.CRITICAL:
             lines.append("VERDICT: CRITICAL - the engine is stuck (its stacks, below)")
             lines.append(f"  its metrics: {diagnosis.reason}")
         else:
@@ -107,7 +108,7 @@ def text_report(diagnosis: Diagnosis) -> str:
     if diagnosis.stopped_answering:
         lines.append(f"ENDPOINT STOPPED ANSWERING: {diagnosis.stopped_answering}.")
         lines.append(f"  {STOPPED_HINT}")
-    if diagnosis.verdict == "incomplete":
+    if diagnosis.verdict == Status.INCOMPLETE:
         lines.append("Not healthy yet: the window saw what no rule has judged.")
         lines += [f"  {line}" for line in diagnosis.not_judged]
     elif triage.primary is None or triage.primary.rule.severity == "info":
@@ -414,13 +415,10 @@ def router_json(router: RouterView) -> dict[str, Any]:
     }
 
 
-VERDICTS_WORST_FIRST = ("critical", "warning", "incomplete", "unknown", "ok")
-
-
 def worst_first(servers: list[Diagnosis]) -> list[Diagnosis]:
     """Servers by verdict, worst first (a server that could not be diagnosed before the
     healthy ones), then by name."""
-    return sorted(servers, key=lambda d: (VERDICTS_WORST_FIRST.index(d.verdict), d.target))
+    return sorted(servers, key=lambda d: (d.verdict.rank, d.target))
 
 
 def fleet_json_report(fleet: FleetDiagnosis) -> dict[str, Any]:

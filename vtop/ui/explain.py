@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from vtop.core.config.panels import help_words, key_range
 from vtop.core.config.server_config import ServerConfig
 from vtop.core.rules.engine import Finding
 from vtop.core.rules.loader import PACKAGED
 from vtop.text.report import finding_lines
 
-HELP = """\
+HELP_TEMPLATE = """\
 Keys
   q, ctrl+c  quit (a server vtop started keeps running)
   ?, h, F1   this help
@@ -18,9 +19,7 @@ Keys
   d          the full diagnosis, as `vtop diagnose` prints it
   p          pause the display (polling goes on, nothing lost)
   + / -      poll faster / slower (replay: play faster / slower)
-  1 ... 0    show or hide a panel: 1 requests  2 KV  3 preempt
-             4 TTFT histogram  5 TTFT/E2E  6 tokens/s  7 latency
-             8 prefix cache  9 GPUs  0 finished by reason
+{panels}
   b          write an incident bundle (last 10 minutes)
   w          where the engine is: its processes' Python stacks
              (py-spy, read-only; a live server on this host)
@@ -57,6 +56,21 @@ the root cause to act on first; the symptoms it explains are
 listed under it. A rule that needs a value vtop does not know is
 "not checked" in the diagnosis (d), with how to give it.
 """
+PANEL_HELP_INDENT = 13
+"""Where the help's descriptions begin."""
+HELP_WIDTH = 65
+"""The help's widest line (it is shown in a modal at 80 columns)."""
+
+
+def _panel_help() -> str:
+    """The panel keys' lines of the help, from the panel table."""
+    first, *rest = help_words(HELP_WIDTH - PANEL_HELP_INDENT, "show or hide a panel:")
+    head = f"  {key_range():<{PANEL_HELP_INDENT - 2}}{first}"
+    return "\n".join([head] + [" " * PANEL_HELP_INDENT + line for line in rest])
+
+
+HELP = HELP_TEMPLATE.replace("{panels}", _panel_help())
+"""The help screen's text."""
 
 
 def rule_location(path: str) -> str:

@@ -8,7 +8,7 @@ from typing import Protocol
 from textual.app import SystemCommand
 from textual.binding import Binding, BindingType
 
-from vtop.core.config.settings import PANELS
+from vtop.core.config.panels import PANELS
 
 REPLAY_ONLY = frozenset({"step", "jump", "speed"})
 SERVER_ONLY = frozenset({"apply", "restart"})
@@ -38,8 +38,8 @@ BINDINGS: list[BindingType] = [
     Binding("w", "stacks", "stacks", show=False),
     Binding("r", "restart", "restart", show=False),
     *[
-        Binding(str((i + 1) % 10), f"toggle_panel('{panel}')", panel, show=False)
-        for i, panel in enumerate(PANELS)
+        Binding(panel.key, f"toggle_panel('{panel.name}')", panel.name, show=False)
+        for panel in PANELS
     ],
     # Where the binding above is not allowed (check_action), Textual tries the next one for
     # the key: these say why instead of doing nothing.
@@ -98,9 +98,9 @@ def system_commands(app: Commanded, replaying: bool) -> Iterator[SystemCommand]:
         yield SystemCommand("Replay speed", "s: x1, x10, as fast as possible", app.action_speed)
         yield SystemCommand("Step forward", "]: one frame", lambda: app.action_step(1))
         yield SystemCommand("Step back", "[: one frame", lambda: app.action_step(-1))
-    for index, panel in enumerate(PANELS):
+    for panel in PANELS:
         yield SystemCommand(
-            f"Toggle {panel} panel", f"key {(index + 1) % 10}", _toggler(app, panel)
+            f"Toggle {panel.label} panel", f"key {panel.key}", _toggler(app, panel.name)
         )
 
 

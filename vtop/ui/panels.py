@@ -1,10 +1,12 @@
-"""Drawing the charts and the TTFT histogram from one refresh's state, and the fleet table's
-contents from the session (the app computes those; the fleet screen only shows them)."""
+"""The widget that draws each panel of the panel table, drawing the charts and the TTFT
+histogram from one refresh's state, and the fleet table's contents from the session (the app
+computes those; the fleet screen only shows them)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from vtop.core.config.panels import Panel
 from vtop.core.config.server_config import ServerConfig
 from vtop.core.histogram import quantile
 from vtop.core.session.fleet import (
@@ -19,16 +21,32 @@ from vtop.core.session.fleet import (
 from vtop.core.session.fleet_groups import GROUP_KEYS, group_rows
 from vtop.core.session.session import Session
 from vtop.core.store.summary import TargetSummary
-from vtop.ui.chart_data import bucket_counts, line_points, mark_offsets
+from vtop.ui.chart_data import CHARTS, bucket_counts, line_points, mark_offsets
 from vtop.ui.format import number, seconds
 from vtop.ui.shown import Shown, prometheus_down
+from vtop.ui.widgets.gpu_panel import GpuPanel
 from vtop.ui.widgets.time_chart import TimeChart
 from vtop.ui.widgets.ttft_histogram import TtftHistogram
 
 if TYPE_CHECKING:
     from textual.screen import Screen
+    from textual.widget import Widget
 
     from vtop.ui.screens.fleet import FleetScreen
+
+
+CHART_OF = {spec.panel: spec for spec in CHARTS}
+DRAWN_BY: dict[str, type[GpuPanel | TtftHistogram]] = {
+    "ttft_histogram": TtftHistogram,
+    "gpu": GpuPanel,
+}
+"""The panels that are not a time chart, by the widget that draws each."""
+
+
+def widget_for(panel: Panel) -> Widget:
+    """The widget that draws `panel` (every other panel is a time chart of its name)."""
+    drawn_by = DRAWN_BY.get(panel.name)
+    return drawn_by() if drawn_by is not None else TimeChart(CHART_OF[panel.name])
 
 
 def draw_charts(screen: Screen[None], shown: Shown, history_s: float, force: bool) -> None:

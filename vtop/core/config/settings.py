@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from vtop.core.config.panels import PANEL_NAMES
+
 API_KEY_ENV = "VLLM_API_KEY"
 VLLM_PORT = 8000
 """The port `vllm serve` listens on unless told otherwise."""
@@ -22,18 +24,6 @@ URL_SETTINGS = frozenset({"probe_url", "prometheus"})
 """Single-URL settings, read as servers are (a bare host gets port 8000, a word is refused)."""
 FLAG = "flag"
 """Where a value given on the command line comes from (its errors name the value alone)."""
-PANELS = (
-    "requests",
-    "kv",
-    "preemptions",
-    "ttft_histogram",
-    "ttft",
-    "throughput",
-    "latency",
-    "prefix_cache",
-    "gpu",
-    "finished",
-)
 
 
 class SettingsError(ValueError):
@@ -61,7 +51,7 @@ class Settings:
     low_redraw: bool = False
     """Redraw charts every few ticks only (slow links)."""
     hidden_panels: tuple[str, ...] = ()
-    """Panels hidden at start (names from PANELS)."""
+    """Panels hidden at start (names from vtop.core.config.panels)."""
     rules_dir: tuple[str, ...] = ()
     """Directories of extra rules that add to or override the packaged ones, in order."""
     vllm_args: str | None = None
@@ -207,8 +197,8 @@ def _checked(name: str, items: tuple[str, ...]) -> tuple[str, ...]:
     rule directories (a ValueError names the item)."""
     if name == "urls":
         return tuple(map(server_url, items))
-    if name == "hidden_panels" and (unknown := sorted(set(items) - set(PANELS))):
-        raise ValueError(f"unknown panel(s) {', '.join(unknown)}; panels: {', '.join(PANELS)}")
+    if name == "hidden_panels" and (unknown := sorted(set(items) - set(PANEL_NAMES))):
+        raise ValueError(f"unknown panel(s) {', '.join(unknown)}; panels: {', '.join(PANEL_NAMES)}")
     if name == "rules_dir" and (missing := [d for d in items if not Path(d).is_dir()]):
         raise ValueError(f"rules directory {missing[0]}: no such directory")
     return items

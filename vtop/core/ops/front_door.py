@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from vtop.core.config.effective_config import DiagnoseOptions
-from vtop.core.exit_codes import BY_SEVERITY, ExitCode
 from vtop.core.frame import Frame, ProbeResult
 from vtop.core.ingest.poller import poll
 from vtop.core.ingest.sources.probe import ProbeOptions, ProbeSource
@@ -22,11 +21,10 @@ from vtop.core.ingest.sources.vllm_http import ScrapeOptions, VllmHttpSource
 from vtop.core.rules.engine import Finding
 from vtop.core.rules.rule import Rule
 from vtop.core.session.session import Session
+from vtop.core.status import Status, worst_status
 from vtop.core.store.probe_series import PROBE_TARGET
 
 Result = TypeVar("Result")
-SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}
-EXIT_NO_ANSWER = ExitCode.UNKNOWN
 HTTP_OK = 200
 
 
@@ -54,21 +52,20 @@ class FrontDoor:
     findings: tuple[Finding, ...]
 
     @property
-    def verdict(self) -> str:
+    def verdict(self) -> Status:
         """critical or warning (the path's findings), ok, or unknown when no finding explains
         why no canary got a streamed answer (nothing listens, not an OpenAI API): never ok
         without a stream that reached the client."""
         if self.findings:
-            worst = max(SEVERITY_RANK[f.rule.severity] for f in self.findings)
-            return {0: "ok", 1: "warning", 2: "critical"}[worst]
+            return worst_status(f.rule.severity for f in self.findings)
         if not any(probe.status == HTTP_OK for probe in self.canaries):
-            return "unknown"
-        return "ok"
+            return Status.UNKNOWN
+        return Status.OK
 
     @property
     def unanswered(self) -> str | None:
         """Why no canary got a streamed answer, when none did and no finding says why."""
-        if self.verdict != "unknown":
+        if self.verdict != Status.UNKNOWN:
             return None
         failed = self.canaries[0] if self.canaries else None
         if failed is None:
@@ -79,8 +76,7 @@ class FrontDoor:
     @property
     def exit_code(self) -> int:
         """0 ok, 1 warning, 2 critical, 3 no canary got an answer."""
-        verdict = self.verdict
-        return EXIT_NO_ANSWER if verdict == "unknown" else BY_SEVERITY[verdict]
+        return self.verdict.exit_code
 
 
 async def probe_front_door(

@@ -22,13 +22,13 @@ from vtop.core.rules.promql.evaluator import (
     UnknownValueError,
     evaluate,
 )
-from vtop.core.rules.rule import PHASES, SEVERITIES, Rule, Suggestion
+from vtop.core.rules.rule import PHASES, Rule, Suggestion
+from vtop.core.status import Status, worst_status
 from vtop.core.store.store import Store
 
 DEBOUNCE_MAX_S = 10.0
 """The longest `for:` that only debounces a flapping condition (see `Engine.hold_cap_s`)."""
 PHASE_ORDER = {phase: index for index, phase in enumerate(PHASES)}
-SEVERITY_ORDER = {severity: index for index, severity in enumerate(SEVERITIES)}
 
 
 @dataclass(frozen=True)
@@ -113,11 +113,11 @@ class Triage:
         return self.findings[0] if self.findings else None
 
     @property
-    def severity(self) -> str:
-        """The worst severity among findings ('ok' when none)."""
+    def severity(self) -> Status:
+        """The worst severity among findings (ok when none)."""
         ranked = [f.rule.severity for f in self.findings]
         ranked += [s.rule.severity for f in self.findings for s in f.symptoms]
-        return max(ranked, key=SEVERITY_ORDER.__getitem__, default="ok")
+        return worst_status(ranked)
 
 
 def _number_text(value: float) -> str:
@@ -365,7 +365,7 @@ def _rank(finding: Finding) -> tuple[int, int, str]:
     """Triage order: phase (queue, memory, compute, ...), then severity, then id."""
     return (
         PHASE_ORDER[finding.rule.phase],
-        -SEVERITY_ORDER[finding.rule.severity],
+        Status(finding.rule.severity).rank,
         finding.rule.id,
     )
 

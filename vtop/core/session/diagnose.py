@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 
 from vtop.core.config.effective_config import DiagnoseOptions as DiagnoseOptions
 from vtop.core.config.server_config import ServerConfig
-from vtop.core.exit_codes import BY_SEVERITY, ExitCode, worst
 from vtop.core.forensics.classify import EngineWhereabouts
 from vtop.core.forensics.last_words import LastWords
 from vtop.core.forensics.processes import NotVisible
@@ -32,11 +31,11 @@ from vtop.core.session.unjudged import (
     not_judged,
     window_gauges,
 )
+from vtop.core.status import ExitCode, Status, worst
 from vtop.core.store.store import DEFAULT_CAPACITY, Store
 from vtop.core.store.summary import TargetSummary, summarize
 
-EXIT_OK, EXIT_WARNING, EXIT_CRITICAL = ExitCode.OK, ExitCode.WARNING, ExitCode.CRITICAL
-EXIT_UNKNOWN, EXIT_INCOMPLETE = ExitCode.UNKNOWN, ExitCode.INCOMPLETE
+EXIT_UNKNOWN = ExitCode.UNKNOWN
 NO_TRAFFIC = "no traffic during the window: nothing ran, waited or was generated"
 """Why an idle-looking server is not diagnosed (an engine stuck in the step it had just begun
 looks the same from its metrics: the stacks tell them apart)."""
@@ -71,27 +70,24 @@ class Diagnosis:
     """Why the engine died, from the server's log (given when the server does not answer)."""
 
     @property
-    def verdict(self) -> str:
+    def verdict(self) -> Status:
         """critical, warning, incomplete, ok, or unknown (could not diagnose); bad data, or a
         problem the window saw without judging it, is never ok; an engine whose log records
         its death, or whose stacks show it stuck, is critical."""
         if self.triage is None:
             stuck = isinstance(self.whereabouts, EngineWhereabouts) and self.whereabouts.stuck
-            return "critical" if self.last_words is not None or stuck else "unknown"
+            return Status.CRITICAL if self.last_words is not None or stuck else Status.UNKNOWN
         severity = self.triage.severity
-        if severity not in ("ok", "info"):
+        if severity.troubled:
             return severity
         if self.data_quality or self.stopped_answering:
-            return "warning"
-        return "incomplete" if self.not_judged else "ok"
+            return Status.WARNING
+        return Status.INCOMPLETE if self.not_judged else Status.OK
 
     @property
     def exit_code(self) -> int:
         """0 healthy, 1 warning (or bad data), 2 critical, 3 could not diagnose, 4 incomplete."""
-        verdict = self.verdict
-        if verdict == "unknown":
-            return EXIT_UNKNOWN
-        return EXIT_INCOMPLETE if verdict == "incomplete" else BY_SEVERITY[verdict]
+        return self.verdict.exit_code
 
 
 def had_traffic(store: Store, target: str, now: float, window: float) -> bool:
@@ -344,9 +340,9 @@ class FleetDiagnosis:
         if not self.servers or all(d.triage is None for d in self.servers):
             return EXIT_UNKNOWN
         codes = [d.exit_code for d in self.servers]
-        codes.append(BY_SEVERITY[self.fleet.severity] if self.fleet else EXIT_OK)
+        codes.append(Status(self.fleet.severity).exit_code if self.fleet else ExitCode.OK)
         slow = any(b.slow_on_the_path for router in self.routers for b in router.backends)
-        codes.append(EXIT_WARNING if slow else EXIT_OK)
+        codes.append(ExitCode.WARNING if slow else ExitCode.OK)
         return worst(codes)
 
 

@@ -16,6 +16,7 @@ from vtop.core.frame import EventKind, ScrapeStatus
 from vtop.core.rules.engine import Finding
 from vtop.core.session.router import is_router, router_view
 from vtop.core.session.session import Session, TargetView
+from vtop.core.status import Status
 from vtop.core.store.summary import TargetSummary, merged_ttft, summarize
 
 STALE_AFTER_S = 5.0
@@ -23,8 +24,6 @@ LIVE = ("live", "restarted")
 RESTART_SHOWN_S = 60.0
 SORT_KEYS = ("finding", "target", "state", "running", "waiting", "kv", "preempt", "ttft", "gen")
 """The table opens sorted by its first: the worst finding first."""
-WORST_FIRST = ("critical", "warning", "unknown", "info", "ok")
-"""Row severities, worst first: a server without data is unknown, never ok."""
 
 
 def last_restart(session: Session, target: str) -> float | None:
@@ -72,7 +71,7 @@ class FleetRow:
     summary: TargetSummary | None
     finding: str
     """The primary finding ('B1 uneven load ...') or '' when there is none."""
-    severity: str
+    severity: Status
     opens: str | None = None
     """The server Enter opens from this row (a group's worst replica; None: the row's own)."""
 
@@ -103,7 +102,8 @@ def _router_row(session: Session, target: str, servers: list[str], now: float) -
     finding = f"router of {len(view.backends)} backend(s)"
     if slow:
         finding += f"; {len(slow)} slow on the path, not in the engine"
-    return FleetRow(target, "router", "router", 0, None, finding, "warning" if slow else "info")
+    severity = Status.WARNING if slow else Status.INFO
+    return FleetRow(target, "router", "router", 0, None, finding, severity)
 
 
 def _last_restarts(session: Session) -> dict[str, float]:
@@ -144,16 +144,14 @@ def _row(
     models = ",".join(Path(m).name or m for m in label_values(session, view.target, "model_name"))
     primary = view.triage.primary if view.triage else None
     state = target_status(view, now, restarted_at)
-    finding, severity = "", "ok"
+    finding, severity = "", Status.OK
     if primary is not None:
-        finding, severity = f"{primary.rule.id} {primary.rule.title}", primary.rule.severity
+        finding, severity = f"{primary.rule.id} {primary.rule.title}", Status(primary.rule.severity)
     elif fleet is not None:
-        finding, severity = f"{fleet[0]} {fleet[1]}", "warning"
+        finding, severity = f"{fleet[0]} {fleet[1]}", Status.WARNING
     elif view.triage is None or state not in LIVE:
-        finding, severity = (
-            f"no verdict: {state if state not in LIVE else 'no data yet'}",
-            "unknown",
-        )
+        finding = f"no verdict: {state if state not in LIVE else 'no data yet'}"
+        severity = Status.UNKNOWN
     return FleetRow(
         view.target,
         state,
@@ -230,8 +228,7 @@ def sort_rows(rows: list[FleetRow], key: str, descending: bool) -> list[FleetRow
 def _sort_value(row: FleetRow, key: str) -> Any:
     """The value a column sorts by (findings: the worst severity first, then by name)."""
     if key == "finding":
-        rank = WORST_FIRST.index(row.severity) if row.severity in WORST_FIRST else 2
-        return (rank, row.finding, row.target)
+        return (row.severity.rank, row.finding, row.target)
     if key in ("target", "state"):
         return str(getattr(row, key))
     summary = row.summary

@@ -15,6 +15,7 @@ from dataclasses import replace
 
 from vtop.core.session.fleet import LIVE, FleetRow, added_up, label_values, sort_rows
 from vtop.core.session.session import Session
+from vtop.core.status import Status
 from vtop.core.store.summary import TargetSummary
 
 GROUP_KEYS = ("server", "namespace", "model")
@@ -47,7 +48,7 @@ def _group_row(session: Session, key: str, value: str, members: list[FleetRow]) 
     worst = sort_rows(members, "finding", False)[0]
     states = Counter(row.state for row in members)
     by_state = ", ".join(f"{count} {state}" for state, count in sorted(states.items()))
-    troubled = [row for row in members if row.severity not in ("ok", "info")]
+    troubled = [row for row in members if row.severity.troubled]
     finding = f"{len(troubled)}/{len(members)}: {worst.finding}" if troubled else ""
     models = sorted({row.model for row in members})
     group = FleetRow(
@@ -57,7 +58,7 @@ def _group_row(session: Session, key: str, value: str, members: list[FleetRow]) 
         sum(row.engines for row in members),
         rolled_up(session, members, f"{key} {value}"),
         finding,
-        worst.severity if troubled else "ok",
+        worst.severity if troubled else Status.OK,
     )
     return replace(group, opens=worst.target)
 

@@ -14,9 +14,9 @@ from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import Footer
 
+from vtop.core.config.panels import PANEL_OF, PANELS, widget_id
 from vtop.core.rules.engine import Finding
 from vtop.ui import panels
-from vtop.ui.chart_data import CHARTS
 from vtop.ui.shown import Shown
 from vtop.ui.widgets.action_line import ActionLine
 from vtop.ui.widgets.banner import Banner
@@ -27,8 +27,6 @@ from vtop.ui.widgets.front_door import FrontDoorLine
 from vtop.ui.widgets.gpu_panel import GpuPanel
 from vtop.ui.widgets.header import Header
 from vtop.ui.widgets.log_panel import LogPanel
-from vtop.ui.widgets.time_chart import TimeChart
-from vtop.ui.widgets.ttft_histogram import TtftHistogram
 
 LOW_REDRAW_EVERY = 5
 """With --low-redraw, charts are redrawn every this many refreshes."""
@@ -52,14 +50,10 @@ class DashboardScreen(Screen[None]):
         yield Banner(id="banner")
         with Horizontal(id="body"):
             with ChartScroll(id="charts"), Grid(id="chart-grid"):
-                yield TimeChart(CHARTS[0])
-                yield TimeChart(CHARTS[1])
-                yield TimeChart(CHARTS[2])
-                yield TtftHistogram()
-                yield from (TimeChart(spec) for spec in CHARTS[3:])
+                yield from (panels.widget_for(panel) for panel in PANELS if not panel.beside)
             with Vertical(id="side"):
                 yield FindingsPanel()
-                yield GpuPanel()
+                yield from (panels.widget_for(panel) for panel in PANELS if panel.beside)
                 yield EventLog()
                 yield LogPanel()
         yield Footer(compact=True)
@@ -99,8 +93,9 @@ class DashboardScreen(Screen[None]):
             self.draw_charts(self.shown, force=True)
 
     def toggle_panel(self, panel: str) -> None:
-        """Show or hide a panel; the findings take the rows freed."""
-        widget = self.query_one("#gpu" if panel == "gpu" else f"#chart-{panel}")
+        """Show or hide a panel (by its name in the panel table); the findings take the rows
+        freed."""
+        widget = self.query_one(f"#{widget_id(PANEL_OF[panel])}")
         widget.display = not widget.display
         charts = [w for w in self.query("#chart-grid > *") if w.display]
         self.set_class(not charts, "-no-charts")

@@ -17,6 +17,7 @@ from textual.widgets.data_table import ColumnKey
 
 from vtop.core.session.fleet import SORT_KEYS, FleetRow
 from vtop.core.session.fleet_groups import GROUP_KEYS
+from vtop.core.status import Status
 from vtop.core.store.summary import TargetSummary
 from vtop.ui.format import number, percent, seconds
 
@@ -35,8 +36,8 @@ COLUMN_OF_SORT = {
 """The column each sort key sorts by (it carries the sort marker)."""
 FINDING_WIDTH = 26
 SERVER_WIDTH = 21
-SEVERITY_STYLE = {"critical": "bold reverse", "warning": "bold"}
-SEVERITY_WORD = {"critical": "CRIT", "warning": "WARN", "info": "info"}
+SEVERITY_STYLE = {Status.CRITICAL: "bold reverse", Status.WARNING: "bold"}
+SEVERITY_WORD = {Status.CRITICAL: "CRIT", Status.WARNING: "WARN", Status.INFO: "info"}
 
 
 class FleetTable(DataTable[str | Text]):

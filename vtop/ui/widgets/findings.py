@@ -8,9 +8,10 @@ from textual.widgets.option_list import Option
 
 from vtop.core.rules.engine import Finding, Triage
 from vtop.core.session.session import short_key
+from vtop.core.status import Status
 from vtop.text.report import flag_diff
 
-SEVERITY_STYLE = {"critical": "bold reverse", "warning": "bold", "info": "dim"}
+SEVERITY_STYLE = {Status.CRITICAL: "bold reverse", Status.WARNING: "bold", Status.INFO: "dim"}
 
 
 def is_primary(index: int, finding: Finding) -> bool:
@@ -26,7 +27,7 @@ def finding_prompt(finding: Finding, primary: bool) -> Text:
     head = (
         f"{'PRIMARY ' if primary else ''}{rule.severity.upper()} {short_key(finding)} {rule.title}"
     )
-    text.append(head, style=SEVERITY_STYLE.get(rule.severity, ""))
+    text.append(head, style=SEVERITY_STYLE.get(Status(rule.severity), ""))
     for change in finding.changes[:1]:
         text.append("\n" + "\n".join(line.strip() for line in flag_diff(change)), style="bold")
     text.append("\n" + finding.diagnosis)
