@@ -40,12 +40,7 @@ from vtop.core.ingest.sources.vllm_http import ScrapeOptions, VllmHttpSource
 from vtop.core.rules.loader import load_rules
 from vtop.core.session.diagnose import DiagnoseOptions
 from vtop.core.session.fleet import fleet_rows
-from vtop.core.session.session import (
-    RULE_BUDGET,
-    Session,
-    store_ticks_for,
-    watching_retention_s,
-)
+from vtop.core.session.session import watching_session
 
 WARM_TICKS = 5
 
@@ -73,13 +68,7 @@ async def tick_costs(urls: list[str], ticks: int) -> tuple[list[float], list[flo
     """Wall and CPU seconds of each 1-s tick, after a warm-up."""
     feed = LiveFeed([VllmHttpSource(url, ScrapeOptions()) for url in urls], None, 1.0)
     rules, options = load_rules(), DiagnoseOptions()
-    session = Session(
-        rules,
-        options,
-        rule_budget=RULE_BUDGET,
-        store_capacity=store_ticks_for(len(urls)),
-        store_retention_s=watching_retention_s(rules, options),
-    )
+    session = watching_session(rules, options, len(urls))
     walls, cpus = [], []
     try:
         for tick in range(WARM_TICKS + ticks):

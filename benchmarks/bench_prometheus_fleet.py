@@ -36,7 +36,7 @@ from vtop.core.ingest.sources.prometheus import PrometheusClient, PrometheusFeed
 from vtop.core.ingest.sources.vllm_http import ScrapeOptions
 from vtop.core.rules.loader import load_rules
 from vtop.core.session.diagnose import DiagnoseOptions
-from vtop.core.session.session import RULE_BUDGET, Session, store_ticks_for
+from vtop.core.session.session import watching_session
 
 STEP_S = 15.0
 STEPS = 12
@@ -109,12 +109,8 @@ async def ticks(url: str, pid: int, servers: int, alerts: bool, at: list[float])
     catalogue, not counted)."""
     client = PrometheusClient(url, ScrapeOptions(timeout_s=300))
     feed = PrometheusFeed(client, STEP_S, alerts=alerts)
-    session = Session(
-        load_rules(),
-        DiagnoseOptions(read_gpus=False),
-        rule_budget=RULE_BUDGET,
-        store_capacity=store_ticks_for(servers),
-        alerts=alerts,
+    session = watching_session(
+        load_rules(), DiagnoseOptions(read_gpus=False), servers, alerts=alerts
     )
     costs: list[tuple[int, float, float, float]] = []
     try:

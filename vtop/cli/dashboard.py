@@ -84,7 +84,8 @@ def plain_lines(settings: Settings, feed: Feed, ticks: int | None = None) -> int
     """`--plain`: a line per server per frame instead of the dashboard."""
     rules = rules_of(settings)
     options = diagnose_options_of(settings)
-    return asyncio.run(run_plain(feed, rules, options, ticks))
+    servers = len(settings.urls)
+    return asyncio.run(run_plain(feed, rules, options, ticks, servers=servers))
 
 
 def run_dashboard(

@@ -14,7 +14,7 @@ from vtop.core.frame import Frame
 from vtop.core.ingest.feeds import Feed, sample
 from vtop.core.rules.engine import Triage
 from vtop.core.rules.rule import Rule
-from vtop.core.session.session import Session, short_key, watching_retention_s
+from vtop.core.session.session import Session, short_key, watching_session
 from vtop.core.session.unjudged import watch_note
 from vtop.core.store.summary import format_summary, summarize
 
@@ -55,10 +55,12 @@ async def run_plain(
     options: DiagnoseOptions,
     ticks: int | None = None,
     emit: Callable[[str], None] = print,
+    servers: int = 1,
 ) -> int:
     """Lines for every frame until `ticks` frames (forever when None); exit code 0 when every
-    target's last scrape succeeded, else 3."""
-    session = Session(rules, options, store_retention_s=watching_retention_s(rules, options))
+    target's last scrape succeeded, else 3. Several `servers` share the dashboard's rule
+    budget."""
+    session = watching_session(rules, options, servers)
     try:
         async for frame in sample(feed, count=ticks):
             session.ingest(frame)

@@ -30,13 +30,7 @@ from vtop.core.ingest.feeds import Feed
 from vtop.core.ingest.sources.probe import ProbeOptions
 from vtop.core.managed_server import ManagedServer
 from vtop.core.rules.rule import Rule
-from vtop.core.session.session import (
-    RULE_BUDGET,
-    Session,
-    TargetView,
-    store_ticks_for,
-    watching_retention_s,
-)
+from vtop.core.session.session import Session, TargetView, watching_session
 from vtop.ui import panels
 from vtop.ui.actions import DashboardActions, Ui
 from vtop.ui.keys import (
@@ -126,16 +120,10 @@ class VtopApp(App[int]):
         return self.shown.target if self.shown is not None else None
 
     def new_session(self) -> Session:
-        """A session as this dashboard needs it (rule budget and history sized to the fleet)."""
-        budget = RULE_BUDGET if self.fleet_mode else None
-        capacity = store_ticks_for(len(self.settings.urls))
-        return Session(
-            self.rules,
-            self.options,
-            rule_budget=budget,
-            store_capacity=capacity,
-            alerts=self.settings.prometheus_alerts,
-            store_retention_s=watching_retention_s(self.rules, self.options),
+        """A watching session as this dashboard needs it (a fleet: several servers)."""
+        servers = max(len(self.settings.urls), 2 if self.fleet_mode else 1)
+        return watching_session(
+            self.rules, self.options, servers, alerts=self.settings.prometheus_alerts
         )
 
     def _ui(self) -> Ui:

@@ -394,6 +394,22 @@ def watching_retention_s(rules: list[Rule], options: DiagnoseOptions) -> float:
     return max(LOOKBACK_S, options.window_s, INFERENCE_WINDOW_S, *(r.reach_s for r in rules))
 
 
+def watching_session(
+    rules: list[Rule], options: DiagnoseOptions, servers: int, alerts: bool = False
+) -> Session:
+    """The session of a watching view (the dashboard, `--plain`, the fleet table): history and
+    retention sized to the servers watched and the rules; several servers share the rule
+    budget (each judged in turn), so a fleet costs the same per tick whatever shows it."""
+    return Session(
+        rules,
+        options,
+        rule_budget=RULE_BUDGET if servers > 1 else None,
+        store_capacity=store_ticks_for(servers),
+        alerts=alerts,
+        store_retention_s=watching_retention_s(rules, options),
+    )
+
+
 def store_ticks_for(servers: int) -> int:
     """Store capacity in ticks for a number of servers (3600 for up to four)."""
     return max(MIN_STORE_TICKS, min(DEFAULT_CAPACITY, STORE_TICKS_X_SERVERS // max(servers, 4)))

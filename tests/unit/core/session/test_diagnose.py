@@ -25,7 +25,7 @@ from vtop.core.session.diagnose import (
     judged_window,
     needed_window,
 )
-from vtop.core.session.session import Session, watching_retention_s
+from vtop.core.session.session import Session, watching_session
 from vtop.core.store.store import Store
 from vtop.text.report import change_json, json_report, text_report
 
@@ -334,7 +334,7 @@ def test_a_short_window_judges_a_storm_that_held_through_most_of_it() -> None:
 def watching(frames: list[Frame]) -> Session:
     """A session as the dashboard keeps one: its store holds what its rules read."""
     rules, options = load_rules(), DiagnoseOptions(read_gpus=False)
-    session = Session(rules, options, store_retention_s=watching_retention_s(rules, options))
+    session = watching_session(rules, options, 1)
     for shot in frames:
         session.ingest(shot)
     return session

@@ -15,7 +15,13 @@ from vtop.core.config.effective_config import DiagnoseOptions
 from vtop.core.frame import Frame, ScrapeStatus, TargetScrape
 from vtop.core.ingest.exposition import ExpositionParser
 from vtop.core.rules.loader import load_rules
-from vtop.core.session.session import Session
+from vtop.core.session.session import (
+    RULE_BUDGET,
+    Session,
+    store_ticks_for,
+    watching_retention_s,
+    watching_session,
+)
 
 LOG = (
     "INFO 11-29 06:48:42 [api_utils.py:286] non-default args: "
@@ -160,3 +166,11 @@ def test_frames_that_came_without_text_are_kept_as_their_samples_written_out() -
     assert not kept.samples
     again = ExpositionParser().parse(kept.raw_text).samples
     assert sorted(again) == sorted(scrape.samples)
+
+
+def test_every_watching_view_gets_one_session_shape() -> None:
+    rules, options = load_rules(), DiagnoseOptions(read_gpus=False)
+    one, fleet = watching_session(rules, options, 1), watching_session(rules, options, 40)
+    assert one.rule_budget is None and fleet.rule_budget == RULE_BUDGET
+    assert fleet.store.capacity == store_ticks_for(40) < one.store.capacity
+    assert one.store.retention_s == watching_retention_s(rules, options)
