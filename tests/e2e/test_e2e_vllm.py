@@ -28,11 +28,16 @@ from vtop.core.config.server_config import from_log
 from vtop.core.ingest.exposition import ExpositionParser
 from vtop.core.ingest.poller import poll
 from vtop.core.ingest.recorder import RecordingReader, RecordingWriter
+from vtop.core.ingest.sources.prometheus import past_window
 from vtop.core.ingest.sources.vllm_http import ScrapeOptions, VllmHttpSource
 from vtop.core.manage.bench import Bench, BenchConfig, Lengths
 from vtop.core.manage.bench_report import BenchReport
 from vtop.core.rules.loader import load_rules
-from vtop.core.session.diagnose import DiagnoseOptions, diagnose_frames, diagnose_prometheus
+from vtop.core.session.diagnose import (
+    DiagnoseOptions,
+    diagnose_fleet,
+    diagnose_frames,
+)
 from vtop.text.report import fleet_text_report, json_report
 
 pytestmark = pytest.mark.vllm
@@ -124,9 +129,8 @@ async def test_a_storm_seen_directly_and_through_prometheus_with_the_imbalance(
         rules, options = load_rules(), DiagnoseOptions()
         direct = diagnose_frames(watcher.source.target, watcher.frames, rules, options)
         since = time.time() - started + 5
-        fleet = await diagnose_prometheus(
-            url, since, 1, rules, options, ScrapeOptions(), time.time()
-        )
+        frames = await past_window(url, since, 1, ScrapeOptions(), time.time())
+        fleet = diagnose_fleet(frames, rules, options)
         storm_alerts = alerts_fired(url, "VllmPreemptionStorm", since)
     by_target = {d.target: d for d in fleet.servers}
     assert sorted(by_target) == sorted(instances)

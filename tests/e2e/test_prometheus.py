@@ -29,12 +29,13 @@ from vtop.core.ingest.sources.prometheus import (
     PrometheusError,
     PrometheusFeed,
     history_frames,
+    past_window,
 )
 from vtop.core.ingest.sources.vllm_http import ScrapeOptions
 from vtop.core.rules.engine import Triage
 from vtop.core.rules.export import alert_name
 from vtop.core.rules.loader import load_rules
-from vtop.core.session.diagnose import DiagnoseOptions, diagnose_fleet, diagnose_prometheus
+from vtop.core.session.diagnose import DiagnoseOptions, diagnose_fleet
 from vtop.core.session.session import Session
 from vtop.text.report import fleet_json_report
 
@@ -174,11 +175,8 @@ def test_prometheus_gives_the_fleet_what_direct_scrapes_give(
         assert scrapes[names[2]].metric_types["vllm:num_preemptions_total"] == "counter"
 
         time.sleep(14)  # B1 must hold 10 s
-        fleet = asyncio.run(
-            diagnose_prometheus(
-                url, 60, 1, load_rules(), DiagnoseOptions(), ScrapeOptions(), time.time()
-            )
-        )
+        frames = asyncio.run(past_window(url, 60, 1, ScrapeOptions(), time.time()))
+        fleet = diagnose_fleet(frames, load_rules(), DiagnoseOptions())
         by_target = {d.target: d for d in fleet.servers}
         stormy = by_target[names[0]].triage
         assert stormy is not None and stormy.primary is not None

@@ -21,8 +21,9 @@ from vtop.cli.options import (
 from vtop.core.frame import Frame
 from vtop.core.ingest.bundle import BundleContents, write_bundle
 from vtop.core.ingest.open_feed import first_server, open_feed
+from vtop.core.ingest.window import window_frames
 from vtop.core.ops.process_evidence import with_process_evidence
-from vtop.core.session.diagnose import Diagnosis, diagnose_frames, window_frames
+from vtop.core.session.diagnose import Diagnosis, diagnose_frames
 from vtop.core.status import ExitCode
 from vtop.text.report import json_report
 

@@ -27,7 +27,8 @@ from vtop.core.config.effective_config import DiagnoseOptions
 from vtop.core.config.settings import DEFAULT_URL, Settings
 from vtop.core.frame import Frame
 from vtop.core.ingest.open_feed import first_server, open_feed, scrape_options
-from vtop.core.ingest.sources.prometheus import PrometheusError
+from vtop.core.ingest.sources.prometheus import PrometheusError, past_window
+from vtop.core.ingest.window import window_frames
 from vtop.core.ops.process_evidence import with_process_evidence
 from vtop.core.ops.rank import primary_predictions
 from vtop.core.rules.promql.parser import PromQLError, parse_duration
@@ -35,10 +36,9 @@ from vtop.core.rules.rule import Rule
 from vtop.core.session.diagnose import (
     EXIT_UNKNOWN,
     EarlyVerdict,
-    diagnose_prometheus,
+    diagnose_fleet,
     judged_diagnosis,
     needed_window,
-    window_frames,
 )
 from vtop.core.strict_json import strict_json
 from vtop.text.fold import fold, terminal_width
@@ -197,9 +197,8 @@ def from_prometheus(
     try:
         since, step = parse_duration(args.since), parse_duration(args.step)
         scraping = scrape_options(settings)
-        fleet = asyncio.run(
-            diagnose_prometheus(args.prometheus, since, step, rules, options, scraping, time.time())
-        )
+        frames = asyncio.run(past_window(args.prometheus, since, step, scraping, time.time()))
+        fleet = diagnose_fleet(frames, rules, options)
     except (PrometheusError, PromQLError) as error:
         raise CliError(str(error), EXIT_UNKNOWN) from None
     report = fleet_json_report(fleet) if args.json else None

@@ -4,7 +4,8 @@ the leaves (never rules, session or above).
 Offers the feeds (`Feed`, `LiveFeed`, `ReplayFeed`, `RecordingFeed`) and the one loop `sample`
 (feeds), the one assembler `open_feed` (open_feed), the exposition parser (exposition),
 recordings and bundles (recorder, bundle), a recording"s window with its earlier facts
-(excerpt), and the data-quality checks (quality). The sources themselves are in `sources`.
+(excerpt), the data-quality checks (quality), and one window of a feed sampled then closed
+(`window_frames`, window). The sources themselves are in `sources`.
 """
 
 __all__ = [
@@ -21,4 +22,5 @@ __all__ = [
     "quality",
     "recorder",
     "sources",
+    "window",
 ]

@@ -3,7 +3,7 @@ findings, marks and chart history; `diagnosis(session, target)` is the one diagn
 output shares; the fleet view. Imports rules, ingest, config, the store and the leaves (never
 whatif, manage or above).
 
-Offers `Session` (session), `diagnosis`, `diagnose_frames`, `judged_window`, `window_frames`
+Offers `Session` (session), `diagnosis`, `diagnose_frames`, `judged_window`
 and `Diagnosis` (diagnose), the fleet rows (fleet) and their groups (fleet_groups), a router's
 view of its backends (router), a server's own GPUs (remote_gpus), each target's summaries over
 time as columns (history), the recent frames a bundle writes, held compressed (recent), and

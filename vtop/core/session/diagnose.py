@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from vtop.core.config.effective_config import DiagnoseOptions as DiagnoseOptions
@@ -14,11 +12,7 @@ from vtop.core.forensics.classify import EngineWhereabouts
 from vtop.core.forensics.last_words import LastWords
 from vtop.core.forensics.processes import NotVisible
 from vtop.core.frame import Frame, ScrapeStatus, TargetScrape
-from vtop.core.ingest.exposition_writer import parsed_text
-from vtop.core.ingest.feeds import Feed, sample
 from vtop.core.ingest.quality import Defect
-from vtop.core.ingest.sources.prometheus import PrometheusClient, PrometheusError, history_frames
-from vtop.core.ingest.sources.vllm_http import ScrapeOptions, never_vllm
 from vtop.core.rules.engine import Engine, Triage, Unchecked
 from vtop.core.rules.rule import Rule
 from vtop.core.session.router import RouterView, is_router, router_view
@@ -100,43 +94,6 @@ def had_traffic(store: Store, target: str, now: float, window: float) -> bool:
     return any(value > 0 for value in grown.values())
 
 
-async def window_frames(
-    feed: Feed,
-    window_s: float,
-    lengthen: Callable[[Frame], float] | None = None,
-    decided: Callable[[list[Frame]], bool] | None = None,
-    progress: Callable[[float, float], None] | None = None,
-) -> list[Frame]:
-    """The feed's frames for the window (the feed closed after): the one "sample a window,
-    then close" of diagnose, bundle and tune. A first frame in which no server is a vLLM to
-    judge (nothing listens, an HTML page, a 4xx) ends it at once: that is not worth a window
-    of waiting. With `lengthen`, the first frame decides the window (what its series need to
-    be judged); with `decided`, the window ends as soon as the frames so far are decisive;
-    `progress` hears (seconds sampled, window) after each frame. A payload's junk past the
-    series cap is not held for the window (`parsed_text`)."""
-    frames: list[Frame] = []
-    window = window_s
-    try:
-        async with contextlib.aclosing(sample(feed)) as sampled:
-            async for whole in sampled:
-                frame = dataclasses.replace(whole, scrapes=tuple(map(parsed_text, whole.scrapes)))
-                del whole
-                frames.append(frame)
-                if len(frames) == 1 and frame.scrapes and all(map(never_vllm, frame.scrapes)):
-                    break
-                if len(frames) == 1 and lengthen is not None:
-                    window = max(window, lengthen(frame))
-                if len(frames) >= 2 and frame.timestamp - frames[0].timestamp >= window:
-                    break
-                if decided is not None and decided(frames):
-                    break
-                if progress is not None:
-                    progress(frame.timestamp - frames[0].timestamp, window)
-    finally:
-        await feed.close()
-    return frames
-
-
 MIN_DECISIVE_S = 3.0
 """The shortest live window that may end early: a few scrapes' deltas."""
 STORM_KV = 0.9
@@ -205,26 +162,6 @@ def needed_window(
     if not longer:
         return options.window_s, ()
     return max(rule.for_s for rule in longer) + LENGTHEN_MARGIN_S, longer
-
-
-async def diagnose_prometheus(
-    url: str,
-    since_s: float,
-    step_s: float,
-    rules: list[Rule],
-    options: DiagnoseOptions,
-    scrape_options: ScrapeOptions,
-    now: float,
-) -> FleetDiagnosis:
-    """Triage the window [now - since, now] of every vLLM server a Prometheus server scrapes."""
-    client = PrometheusClient(url, scrape_options)
-    try:
-        frames = await history_frames(client, now - since_s, now, step_s)
-    finally:
-        await client.close()
-    if not frames:
-        raise PrometheusError(f"{url}: no vLLM series (vllm:*) in the last {since_s:.0f} s")
-    return diagnose_fleet(frames, rules, options)
 
 
 def diagnose_frames(

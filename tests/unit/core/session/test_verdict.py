@@ -4,15 +4,11 @@ made here and the real vLLM 0.32 captures)."""
 
 from __future__ import annotations
 
-import asyncio
-
 from tests.support.frames import TARGET, frame_from_text, steady
 from tests.support.payloads import fixture
 from tests.support.storm import storm_frames
 from vtop.core.config.effective_config import DiagnoseOptions
-from vtop.core.frame import Frame, ScrapeStatus, TargetScrape
-from vtop.core.ingest.feeds import ReplayFeed
-from vtop.core.ingest.sources.vllm_http import never_vllm
+from vtop.core.frame import Frame
 from vtop.core.rules.loader import load_rules
 from vtop.core.session.diagnose import (
     MIN_DECISIVE_S,
@@ -20,7 +16,6 @@ from vtop.core.session.diagnose import (
     diagnose_frames,
     needed_window,
     one_shot_hold_s,
-    window_frames,
 )
 from vtop.core.session.session import Session
 from vtop.core.session.unjudged import problems_seen, watch_note
@@ -79,16 +74,6 @@ def test_a_storm_is_decided_early_and_a_calm_window_is_not() -> None:
     assert not any(calm(queued(i, waiting=0)) for i in range(1, 16))
     waiting = EarlyVerdict(rules, options)  # a queue with no limiter decided: the whole window
     assert not any(waiting(queued(i)) for i in range(1, 12))
-
-
-def test_a_window_ends_at_the_first_frame_that_shows_no_vllm() -> None:
-    html = TargetScrape(TARGET, ScrapeStatus.NOT_VLLM, error="no vllm: series")
-    refused = TargetScrape(TARGET, ScrapeStatus.HTTP_ERROR, error="HTTP 401", http_status=401)
-    busy = TargetScrape(TARGET, ScrapeStatus.HTTP_ERROR, error="HTTP 503", http_status=503)
-    assert never_vllm(html) and never_vllm(refused) and not never_vllm(busy)
-    frames = [Frame(float(t), (html,)) for t in range(5)]
-    got = asyncio.run(window_frames(ReplayFeed(frames, speed=0), 15.0))
-    assert len(got) == 1
 
 
 MM_ZERO = """# TYPE vllm:mm_cache_queries counter

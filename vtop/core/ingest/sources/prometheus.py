@@ -364,3 +364,18 @@ async def history_frames(
         by_time.setdefault(point.timestamp, []).append(point)
     cache: SeriesCache = {}
     return [Frame(at, scrapes_from(by_time[at], names, types, cache)) for at in sorted(by_time)]
+
+
+async def past_window(
+    url: str, since_s: float, step_s: float, scrape_options: ScrapeOptions, now: float
+) -> list[Frame]:
+    """The frames of [now - since, now] of every vLLM server a Prometheus server scrapes, the
+    client closed after (PrometheusError when it holds no vLLM series then)."""
+    client = PrometheusClient(url, scrape_options)
+    try:
+        frames = await history_frames(client, now - since_s, now, step_s)
+    finally:
+        await client.close()
+    if not frames:
+        raise PrometheusError(f"{url}: no vLLM series (vllm:*) in the last {since_s:.0f} s")
+    return frames
