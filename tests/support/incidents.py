@@ -32,7 +32,8 @@ from vtop.core.ingest.poller import poll
 from vtop.core.ingest.sources.vllm_http import ScrapeOptions, VllmHttpSource
 from vtop.core.rules.loader import load_rules
 from vtop.core.rules.rule import Rule
-from vtop.core.session.diagnose import DiagnoseOptions, Diagnosis, diagnose_frames, judged_window
+from vtop.core.session.diagnose import DiagnoseOptions, Diagnosis, diagnose_frames
+from vtop.core.session.window_session import judged_window
 from vtop.core.store.store import Store
 from vtop.core.whatif.calibrate import measure as model_measure
 from vtop.core.whatif.calibrate import measured_figures

@@ -21,7 +21,7 @@ from vtop.cli.options import (
 )
 from vtop.core.config.server_config import ServerConfig
 from vtop.core.config.settings import DEFAULT_URL
-from vtop.core.session.diagnose import judged_window
+from vtop.core.session.window_session import judged_window
 from vtop.core.status import ExitCode
 from vtop.core.strict_json import strict_json
 from vtop.core.whatif.calibrate import CannotModelError

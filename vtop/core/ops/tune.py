@@ -22,7 +22,8 @@ from vtop.core.manage.verdict import Measurement, measure
 from vtop.core.managed_server import ManagedServer, read_log
 from vtop.core.rules.engine import Finding, ProposedChange
 from vtop.core.rules.rule import Rule
-from vtop.core.session.diagnose import DiagnoseOptions, Diagnosis, judged_diagnosis, judged_window
+from vtop.core.session.diagnose import DiagnoseOptions, Diagnosis, judged_diagnosis
+from vtop.core.session.window_session import judged_window
 from vtop.core.whatif.predict import predict_change, remember_steps
 from vtop.core.whatif.profile import StepProfiles
 

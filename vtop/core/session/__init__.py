@@ -3,8 +3,9 @@ findings, marks and chart history; `diagnosis(session, target)` is the one diagn
 output shares; the fleet view. Imports rules, ingest, config, the store and the leaves (never
 whatif, manage or above).
 
-Offers `Session` (session), `diagnosis`, `diagnose_frames`, `judged_window`
-and `Diagnosis` (diagnose), the fleet rows (fleet) and their groups (fleet_groups), a router's
+Offers `Session` and `watching_session` (session), `WindowSession` and `judged_window`, the
+one-shot triage's window judge (window_session), `diagnosis`, `diagnose_frames` and
+`Diagnosis` (diagnose), the fleet rows (fleet) and their groups (fleet_groups), a router's
 view of its backends (router), a server's own GPUs (remote_gpus), each target's summaries over
 time as columns (history), the recent frames a bundle writes, held compressed (recent), and
 vLLM's request spans ranked and their tail split (request_view).
@@ -21,4 +22,5 @@ __all__ = [
     "router",
     "session",
     "unjudged",
+    "window_session",
 ]

@@ -25,8 +25,9 @@ from vtop.core.session.unjudged import (
     not_judged,
     window_gauges,
 )
+from vtop.core.session.window_session import judged_window
 from vtop.core.status import ExitCode, Status, worst
-from vtop.core.store.store import DEFAULT_CAPACITY, Store
+from vtop.core.store.store import Store
 from vtop.core.store.summary import TargetSummary, summarize
 
 EXIT_UNKNOWN = ExitCode.UNKNOWN
@@ -229,34 +230,6 @@ def _never_answered(scrape: TargetScrape | None) -> str:
     if scrape.status is ScrapeStatus.NOT_VLLM:
         return f"not a vLLM endpoint: {scrape.error}"
     return f"{scrape.status.value}: {scrape.error}"
-
-
-def judged_window(frames: list[Frame], rules: list[Rule], options: DiagnoseOptions) -> Session:
-    """A session that ingested the frames once and then judged them in order, each point
-    knowing what the whole window lets vtop infer (a one-shot triage judges the window as a
-    whole). The store keeps every frame: each point is judged on the store as of its time."""
-    session = Session(
-        rules, options, store_capacity=max(DEFAULT_CAPACITY, len(frames)), deferred=True
-    )
-    if len(frames) >= 2:
-        session.engine.hold_cap_s = one_shot_hold_s(frames[-1].timestamp - frames[0].timestamp)
-    for frame in frames:
-        session.ingest(frame)
-    session.judge_deferred()
-    return session
-
-
-def one_shot_hold_s(span_s: float) -> float:
-    """The longest hold a one-shot window of `span_s` seconds asks of a rule: its `for:`
-    where the window leaves room for it (a 15 s window judges a 10 s hold as live), else the
-    larger of half the window and the window less the margin, so a condition that held through
-    most of a short window (`--window 3` on a storm) is judged rather than left pending. Never
-    under MIN_HOLD_S: one changed delta is not a condition that holds."""
-    return max(span_s / 2, span_s - LENGTHEN_MARGIN_S, MIN_HOLD_S)
-
-
-MIN_HOLD_S = 2.0
-"""The shortest hold a one-shot window accepts (two scrapes' deltas at the default 1 s)."""
 
 
 @dataclass

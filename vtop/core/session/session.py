@@ -112,7 +112,6 @@ class Session:
         rule_budget: int | None = None,
         store_capacity: int = DEFAULT_CAPACITY,
         alerts: bool = False,
-        deferred: bool = False,
         store_retention_s: float | None = None,
     ) -> None:
         self.store = Store(store_capacity, retention_s=store_retention_s)
@@ -138,10 +137,6 @@ class Session:
         self._log_changed = False
         self.rule_budget = rule_budget
         """At most this many targets' rules per frame (round robin; the focused one always)."""
-        self.deferred = deferred
-        """Judge only in `judge_deferred`, once every frame is in: a one-shot triage judges the
-        window as a whole, each point knowing what the whole window lets vtop infer."""
-        self._points: list[_Point] = []
         self.fleet = TargetView(FLEET_TARGET, SummaryHistory(1))
         """Findings of the fleet-scope rules (imbalance across servers) and the fleet's TTFT."""
         self._rotation = 0
@@ -169,35 +164,12 @@ class Session:
             self._ingest_scrape(scrape, frame, scrape.target in restarted, scrape.target in judged)
         if len(self.targets) > 1 and self._fleet_due(frame.timestamp):
             self.fleet.last_timestamp = frame.timestamp
-            if self.deferred:
-                self._points.append(_Point(frame.timestamp, FLEET_TARGET, ServerConfig()))
-            else:
-                self._judge_fleet(frame.timestamp)
+            self.fleet_point_reached(frame.timestamp)
             latency = merged_latency(self.store, frame.timestamp, self.options.window_s)
             self.fleet.history.append(frame.timestamp, latency)
         self._log_changed = False
 
-    def judge_deferred(self) -> None:
-        """Judge a deferred session's points in time order, each target knowing from its first
-        point the settings its whole window let vtop infer (live, an inference arrives only once
-        the window behind it has been seen). The store holds every frame already; each point
-        reads it as of its own time."""
-        seeds = {name: dict(view.inferences.settings) for name, view in self.targets.items()}
-        for name, view in self.targets.items():
-            view.inferences.clear()
-            view.inferences.settings.update(seeds[name])
-        for point in self._points:
-            if point.target == FLEET_TARGET:
-                self._judge_fleet(point.timestamp)
-                continue
-            view = self.targets[point.target]
-            if point.restarted:
-                view.inferences.clear()
-            self._judge(view, point)
-        self._points.clear()
-        self.marks = deque(sorted(self.marks, key=lambda m: m.timestamp), maxlen=MARKS_KEPT)
-
-    def _judge_fleet(self, now: float) -> None:
+    def judge_fleet(self, now: float) -> None:
         """The fleet-scope rules at `now`."""
         triage = (
             fleet_alert_triage(self.store, now, self.engine.rules)
@@ -281,22 +253,25 @@ class Session:
         if not judged:
             return
         view.alternating = self.store.alternating(scrape.target, now, ALTERNATION_WINDOW_S)
-        point = _Point(now, view.target, view.base_config, restarted, view.alternating)
-        if not self.deferred:
-            self._judge(view, point)
-            return
-        if not view.alternating:
-            self._with_inferences(view, now, view.base_config)
-        self._points.append(point)
+        point = JudgePoint(now, view.target, view.base_config, restarted, view.alternating)
+        self.point_reached(view, point)
 
-    def _judge(self, view: TargetView, point: _Point) -> None:
+    def point_reached(self, view: TargetView, point: JudgePoint) -> None:
+        """A target's point to judge: a watching session judges it now."""
+        self.judge(view, point)
+
+    def fleet_point_reached(self, now: float) -> None:
+        """The fleet's point to judge: a watching session judges it now."""
+        self.judge_fleet(now)
+
+    def judge(self, view: TargetView, point: JudgePoint) -> None:
         """The target's rules at the point's time on its config plus inferences, and the marks
         they make (none while processes alternate behind its URL)."""
         if point.alternating:
             view.triage = Triage((), (), (alternation_text(point.alternating),))
             return
         now = point.timestamp
-        view.config = self._with_inferences(view, now, point.base_config)
+        view.config = self.with_inferences(view, now, point.base_config)
         if self.alerts:
             triage = alert_triage(self.store, view.target, now, self.engine.rules)
         else:
@@ -315,7 +290,7 @@ class Session:
             first = next(d for d in found if d.kind == kind)
             self.marks.append(Mark(now, EventKind.DATA_QUALITY, view.target, str(first)))
 
-    def _with_inferences(self, view: TargetView, now: float, base: ServerConfig) -> ServerConfig:
+    def with_inferences(self, view: TargetView, now: float, base: ServerConfig) -> ServerConfig:
         """A config with what the engine's behaviour shows up to `now` (see inference.py)."""
         capacity, engines = base.number("kv_capacity_tokens"), base.number("num_engines")
         per_engine = capacity / (engines or 1) if capacity else None
@@ -362,8 +337,8 @@ class Session:
 
 
 @dataclass(frozen=True)
-class _Point:
-    """A judgement a deferred session makes once every frame is in: who, when, on what."""
+class JudgePoint:
+    """A target's rules to run: who, when, on what config."""
 
     timestamp: float
     target: str

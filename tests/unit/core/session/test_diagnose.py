@@ -22,10 +22,10 @@ from vtop.core.session.diagnose import (
     DiagnoseOptions,
     diagnose_frames,
     diagnosis,
-    judged_window,
     needed_window,
 )
 from vtop.core.session.session import Session, watching_session
+from vtop.core.session.window_session import judged_window
 from vtop.core.store.store import Store
 from vtop.text.report import change_json, json_report, text_report
 

@@ -15,10 +15,10 @@ from vtop.core.session.diagnose import (
     EarlyVerdict,
     diagnose_frames,
     needed_window,
-    one_shot_hold_s,
 )
 from vtop.core.session.session import Session
 from vtop.core.session.unjudged import problems_seen, watch_note
+from vtop.core.session.window_session import one_shot_hold_s
 from vtop.text.plain import describe_frame
 from vtop.text.report import json_report, text_report
 

@@ -14,8 +14,8 @@ from vtop.core.config.inference import INFERRED
 from vtop.core.config.server_config import ServerConfig, Setting
 from vtop.core.frame import Frame
 from vtop.core.rules.loader import load_rules
-from vtop.core.session.diagnose import judged_window
 from vtop.core.session.session import Session
+from vtop.core.session.window_session import judged_window
 from vtop.core.whatif.calibrate import (
     UNBOUNDED_SEQS,
     CannotModelError,
