@@ -14,9 +14,9 @@ from vtop.core.frame import Frame
 from vtop.core.ingest.feeds import Feed, sample
 from vtop.core.rules.engine import Triage
 from vtop.core.rules.rule import Rule
+from vtop.core.session.facts import target_detail, target_facts
 from vtop.core.session.session import Session, short_key, watching_session
-from vtop.core.session.unjudged import watch_note
-from vtop.core.store.summary import format_summary, summarize
+from vtop.core.store.summary import format_summary
 
 
 def describe_frame(session: Session, frame: Frame) -> list[str]:
@@ -24,14 +24,13 @@ def describe_frame(session: Session, frame: Frame) -> list[str]:
     lines = []
     for scrape in frame.scrapes:
         if scrape.ok:
-            window = session.options.window_s
-            summary = summarize(session.store, scrape.target, frame.timestamp, window)
-            text = format_summary(summary)
+            now, window = frame.timestamp, session.options.window_s
+            facts = target_facts(session, session.targets[scrape.target], now)
+            text = format_summary(facts.summary) if facts.summary is not None else "no figures"
             if scrape.parse_errors:
                 text += f" ({len(scrape.parse_errors)} bad lines: {scrape.parse_errors[0]})"
-            triage = session.targets[scrape.target].triage
-            text += primary_text(triage)
-            seen = watch_note(triage, session.store, scrape.target, frame.timestamp, window)
+            text += primary_text(facts.triage)
+            seen = target_detail(session, facts, now, window).unjudged
             text += f" | NOT OK, not judged yet: {seen}" if seen else ""
         else:
             text = f"{scrape.status.value}: {scrape.error}"

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 from vtop.core.config.panels import Panel
 from vtop.core.config.server_config import ServerConfig
 from vtop.core.histogram import quantile
+from vtop.core.session.facts import LIVE
 from vtop.core.session.fleet import (
-    LIVE,
     FleetRow,
     engine_summaries,
     filter_rows,

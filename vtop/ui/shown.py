@@ -13,20 +13,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vtop.core.config.server_config import ServerConfig
-from vtop.core.frame import EventKind, GpuSnapshot
+from vtop.core.frame import EventKind, GpuSnapshot, ProbeResult
 from vtop.core.ingest.feed_status import FeedStatus, Mode
 from vtop.core.rules.engine import Finding, ProposedChange, Triage
-from vtop.core.session.fleet import label_values, last_restart, target_status
+from vtop.core.session.facts import LIVE, TargetFacts, target_detail, target_facts
 from vtop.core.session.history import SummaryHistory
-from vtop.core.session.remote_gpus import own_gpus
 from vtop.core.session.session import Mark, Session, TargetView, short_key
-from vtop.core.session.unjudged import watch_note
-from vtop.core.store.summary import TTFT, TargetSummary
+from vtop.core.store.summary import TargetSummary
 from vtop.text.probe import tokens_in_reads
 from vtop.ui.format import clock_time, duration, number, seconds
-
-CURRENT = ("live", "restarted")
-"""States in which the findings on screen describe the present."""
 
 
 @dataclass(frozen=True)
@@ -157,16 +152,18 @@ def build(
     around = around or Surroundings()
     targets = list(session.targets.values())
     target = targets[target_index % len(targets)] if targets else None
+    facts = target_facts(session, target, now) if target is not None else None
+    detail = target_detail(session, facts, now, around.window_s) if facts is not None else None
     common = {
         "window_s": around.window_s,
-        "gpu": (target and own_gpus(session.store, target.target, now)) or session.gpu,
+        "gpu": detail.gpu if detail is not None else session.gpu,
         "vllm_pids": around.vllm_pids,
         "marks": tuple(session.marks),
         "log_lines": tuple(session.log_lines),
         "held": around.held,
         "redraw": around.redraw,
     }
-    if target is None:
+    if target is None or facts is None or detail is None:
         head = ("CONNECTING", *_mode(status, now), ", ".join(urls))
         down = prometheus_down(session, now)
         banner = None if down is None else f" {down}"
@@ -184,19 +181,15 @@ def build(
             None,
             **common,  # type: ignore[arg-type]
         )
-    state = target_status(target, now, last_restart(session, target.target))
-    stale = None if state in CURRENT else _stale_note(session, target, state, now)
-    triage = with_fleet(session, target)
-    seen = watched_for(session, target, now)
+    state = facts.state
+    stale = None if facts.current else _stale_note(facts, now)
+    seen = facts.watched_s
     label = _label(state, status, seen, around.window_s)
-    header = _header(session, target, label, status, now, wall, target_index, len(targets))
+    header = _header(facts, label, status, now, wall, target_index, len(targets))
     if around.probe_note:
         header = (*header, around.probe_note)
-    note = watch_note(triage, session.store, target.target, now, around.window_s)
-    parts = action_parts(triage, stale, seen, around.window_s, target.summary, note)
-    buckets = session.store.histogram_buckets(
-        TTFT, now, around.window_s, {"instance": target.target}
-    )
+    note = detail.unjudged
+    parts = action_parts(facts.triage, stale, seen, around.window_s, facts.summary, note)
     return Shown(
         now,
         status,
@@ -204,27 +197,25 @@ def build(
         state,
         header,
         render_action(parts),
-        banner_text(session, target, status, now),
-        triage,
+        banner_text(session, target, facts, status, now),
+        facts.triage,
         no_finding(target),
         stale,
         parts,
         target.history,
-        target.config,
-        tuple(buckets.get((), ())),
-        exited=target.target in session.exited,
-        front_door=front_door_line(session, target.summary),
-        summary=target.summary,
+        facts.config,
+        detail.ttft_buckets,
+        exited=facts.exited is not None,
+        front_door=front_door_line(detail.last_probe, facts.summary),
+        summary=facts.summary,
         **common,  # type: ignore[arg-type]
     )
 
 
-def front_door_line(session: Session, summary: TargetSummary | None) -> str | None:
+def front_door_line(probe: ProbeResult | None, summary: TargetSummary | None) -> str | None:
     """The last canary as the user saw it, the engine's TTFT beside it."""
-    last = list(session.store.probes.last.values())
-    if not last:
+    if probe is None:
         return None
-    probe = max(last, key=lambda p: p.started)
     engine = summary.ttft_p50_s if summary is not None else None
     head = f"front door {probe.endpoint}: "
     if probe.status is None or not probe.ok:
@@ -235,18 +226,12 @@ def front_door_line(session: Session, summary: TargetSummary | None) -> str | No
     )
 
 
-def watched_for(session: Session, target: TargetView, now: float) -> float | None:
-    """Seconds of answered scrapes behind the target's figures (None before the first)."""
-    first = target.first_ok_timestamp
-    return None if first is None else now - first
-
-
 def _label(state: str, status: FeedStatus, seen: float | None, window: float) -> str:
     """The header's first word: REPLAY, WATCHING 6 s of 15 while the first window fills, or
     the state (LIVE, STALE, UNREACHABLE, ...)."""
     if status.mode is Mode.REPLAY:
         return "REPLAY"
-    if state in CURRENT and seen is not None and seen < window:
+    if state in LIVE and seen is not None and seen < window:
         return f"WATCHING {seen:.0f} s of {window:g}"
     return state.upper()
 
@@ -271,8 +256,7 @@ def _mode(status: FeedStatus, now: float) -> tuple[str, ...]:
 
 
 def _header(
-    session: Session,
-    target: TargetView,
+    facts: TargetFacts,
     label: str,
     status: FeedStatus,
     now: float,
@@ -282,20 +266,17 @@ def _header(
 ) -> tuple[str, ...]:
     """State, age and mode first; then the server, shortened, and its facts."""
     parts = [label]
-    last_ok = session.store.target_last_ok(target.target)
-    if status.mode is not Mode.REPLAY and last_ok is not None:
-        parts.append(f"age {seconds(wall - last_ok)}")
+    if status.mode is not Mode.REPLAY and facts.last_ok is not None:
+        parts.append(f"age {seconds(wall - facts.last_ok)}")
     parts += _mode(status, now)
     if count > 1:
         parts.append(f"[{index % count + 1}/{count}]")
-    parts.append(target.target.removeprefix("http://"))
-    models = label_values(session, target.target, "model_name")
-    parts.append(",".join(Path(m).name or m for m in models) or "model ?")
-    parts.append(f"vLLM {target.config.facts.version or '?'}")
-    engines = len(label_values(session, target.target, "engine")) or 1
-    if engines > 1:
-        parts.append(f"{engines} engines")
-    parts.append(f"up {duration(uptime(session, target, now))}")
+    parts.append(facts.target.removeprefix("http://"))
+    parts.append(",".join(facts.models) or "model ?")
+    parts.append(f"vLLM {facts.version or '?'}")
+    if facts.engines > 1:
+        parts.append(f"{facts.engines} engines")
+    parts.append(f"up {duration(facts.uptime_s)}")
     return tuple(parts)
 
 
@@ -309,15 +290,6 @@ def fit(parts: tuple[str, ...], width: int) -> str:
             return line + (f"  {part[: room - 1]}…" if room > 6 else "")
         line = candidate
     return line
-
-
-def uptime(session: Session, target: TargetView, now: float) -> float | None:
-    """Seconds since the vLLM process started."""
-    started = session.store.latest_by(
-        "process_start_time_seconds", now, {"instance": target.target}
-    )
-    values = list(started.values())
-    return now - values[0] if values else None
 
 
 def change_text(change: ProposedChange) -> str | None:
@@ -390,23 +362,24 @@ def action_line(triage: Triage | None, stale: str | None) -> str:
     return render_action(action_parts(triage, stale))
 
 
-def _stale_note(session: Session, target: TargetView, state: str, now: float) -> str:
+def _stale_note(facts: TargetFacts, now: float) -> str:
     """`UNREACHABLE, last data 2m ago` and the like."""
-    last_ok = session.store.target_last_ok(target.target)
+    last_ok = facts.last_ok
     since = f"last data {duration(now - last_ok)} ago" if last_ok is not None else "no data yet"
-    return f"{state.upper()}, {since}"
+    return f"{facts.state.upper()}, {since}"
 
 
-def banner_text(session: Session, target: TargetView, status: FeedStatus, now: float) -> str | None:
+def banner_text(
+    session: Session, target: TargetView, facts: TargetFacts, status: FeedStatus, now: float
+) -> str | None:
     """What is wrong with the data, or None."""
-    exited = session.exited.get(target.target)
-    if exited is not None:
-        return f" {exited.text}"
+    if facts.exited is not None:
+        return f" {facts.exited.text}"
     scrape = target.last_scrape
     if scrape is None:
         return None
     if not scrape.ok:
-        last_ok = session.store.target_last_ok(target.target)
+        last_ok = facts.last_ok
         since = f"last data {duration(now - last_ok)} ago" if last_ok else "no data yet"
         retry = f"; retrying in {status.retry_in_s:.0f}s" if status.retry_in_s > 0 else ""
         if last_ok is None and status.mode is not Mode.REPLAY:
@@ -449,19 +422,3 @@ def no_finding(target: TargetView | None) -> str:
     unchecked = len(target.triage.unchecked)
     extra = f" ({unchecked} rules not checked: press d)" if unchecked else ""
     return f"No finding: nothing to act on.{extra}"
-
-
-def with_fleet(session: Session, target: TargetView) -> Triage | None:
-    """A server's own findings, then fleet findings that name it (e.g. B1 on this replica)."""
-    if target.triage is None:
-        return None
-    fleet = session.fleet.triage
-    about = (
-        [f for f in fleet.findings if dict(f.labels).get("instance") == target.target]
-        if fleet
-        else []
-    )
-    if not about:
-        return target.triage
-    own = target.triage
-    return dataclasses.replace(own, findings=own.findings + tuple(about))

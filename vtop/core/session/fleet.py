@@ -9,55 +9,16 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from vtop.core.frame import EventKind, ScrapeStatus
-from vtop.core.rules.engine import Finding
+from vtop.core.session.facts import LIVE, label_values, last_restarts, target_facts
 from vtop.core.session.router import is_router, router_view
 from vtop.core.session.session import Session, TargetView
 from vtop.core.status import Status
 from vtop.core.store.summary import TargetSummary, merged_ttft, summarize
 
-STALE_AFTER_S = 5.0
-LIVE = ("live", "restarted")
-RESTART_SHOWN_S = 60.0
 SORT_KEYS = ("finding", "target", "state", "running", "waiting", "kv", "preempt", "ttft", "gen")
 """The table opens sorted by its first: the worst finding first."""
-
-
-def last_restart(session: Session, target: str) -> float | None:
-    """When the target last restarted (None if not seen)."""
-    times = [
-        m.timestamp for m in session.marks if m.kind == EventKind.RESTART and m.target == target
-    ]
-    return max(times, default=None)
-
-
-def target_status(view: TargetView, now: float, restarted_at: float | None) -> str:
-    """live / stale / unreachable / http error / not vLLM / restarted."""
-    scrape = view.last_scrape
-    if scrape is None:
-        return "connecting"
-    if not scrape.ok:
-        return "not vLLM" if scrape.status is ScrapeStatus.NOT_VLLM else scrape.status.value
-    if view.last_timestamp is not None and now - view.last_timestamp > STALE_AFTER_S:
-        return "stale"
-    if restarted_at is not None and now - restarted_at < RESTART_SHOWN_S:
-        return "restarted"
-    return "live"
-
-
-def label_values(session: Session, target: str, key: str) -> list[str]:
-    """Distinct values of a label on the running-requests series of the target's last good
-    scrape (so a server that went down keeps its model name)."""
-    store = session.store
-    found = {
-        series.label(key)
-        for series in store.select("vllm:num_requests_running", {"instance": target})
-        if store.in_last_answer(series, target)
-    }
-    return sorted(value for value in found if value is not None)
 
 
 @dataclass(frozen=True)
@@ -78,14 +39,13 @@ class FleetRow:
 
 def fleet_rows(session: Session, now: float) -> list[FleetRow]:
     """A row per server the session has seen, with fleet findings naming their instance."""
-    fleet_findings = _fleet_findings_by_target(session)
-    restarts = _last_restarts(session)
+    restarts = last_restarts(session)
     routers = {name for name in session.targets if is_router(session.store, name)}
     servers = [name for name in session.targets if name not in routers]
     return [
         _router_row(session, name, servers, now)
         if name in routers
-        else _row(session, view, now, fleet_findings.get(name), restarts.get(name))
+        else _row(session, view, now, restarts)
         for name, view in session.targets.items()
     ]
 
@@ -106,66 +66,27 @@ def _router_row(session: Session, target: str, servers: list[str], now: float) -
     return FleetRow(target, "router", "router", 0, None, finding, severity)
 
 
-def _last_restarts(session: Session) -> dict[str, float]:
-    """When each target last restarted, from one pass over the marks (not one per row)."""
-    found: dict[str, float] = {}
-    for mark in session.marks:
-        if mark.kind == EventKind.RESTART:
-            found[mark.target] = max(mark.timestamp, found.get(mark.target, mark.timestamp))
-    return found
-
-
-def _fleet_findings_by_target(session: Session) -> dict[str, tuple[str, str]]:
-    """The first fleet-scope finding (e.g. B1) about each instance: (rule id, title)."""
-    found: dict[str, tuple[str, str]] = {}
-    for name in session.targets:
-        about = fleet_findings_about(session, name)
-        if about:
-            found[name] = (about[0].rule.id, about[0].rule.title)
-    return found
-
-
-def fleet_findings_about(session: Session, target: str) -> list[Finding]:
-    """Fleet-scope findings whose `instance` label names this target."""
-    triage = session.fleet.triage
-    if triage is None:
-        return []
-    return [f for f in triage.findings if dict(f.labels).get("instance") == target]
-
-
-def _row(
-    session: Session,
-    view: TargetView,
-    now: float,
-    fleet: tuple[str, str] | None,
-    restarted_at: float | None,
-) -> FleetRow:
+def _row(session: Session, view: TargetView, now: float, restarts: dict[str, float]) -> FleetRow:
     """The row of one server: its own primary finding first, else a fleet finding about it."""
-    models = ",".join(Path(m).name or m for m in label_values(session, view.target, "model_name"))
+    facts = target_facts(session, view, now, restarts)
     primary = view.triage.primary if view.triage else None
-    state = target_status(view, now, restarted_at)
     finding, severity = "", Status.OK
     if primary is not None:
         finding, severity = f"{primary.rule.id} {primary.rule.title}", Status(primary.rule.severity)
-    elif fleet is not None:
-        finding, severity = f"{fleet[0]} {fleet[1]}", Status.WARNING
-    elif view.triage is None or state not in LIVE:
-        finding = f"no verdict: {state if state not in LIVE else 'no data yet'}"
+    elif facts.fleet_about:
+        about = facts.fleet_about[0].rule
+        finding, severity = f"{about.id} {about.title}", Status.WARNING
+    elif view.triage is None or not facts.current:
+        finding = f"no verdict: {facts.state if not facts.current else 'no data yet'}"
         severity = Status.UNKNOWN
     return FleetRow(
-        view.target,
-        state,
-        models or "?",
-        len(label_values(session, view.target, "engine")) or 1,
-        view.summary,
-        finding,
-        severity,
+        view.target, facts.state, facts.model, facts.engines, view.summary, finding, severity
     )
 
 
 def engine_summaries(session: Session, target: str, now: float) -> dict[str, TargetSummary]:
     """Headline figures per data-parallel engine of one server (empty for a single engine)."""
-    engines = label_values(session, target, "engine")
+    engines = label_values(session.store, target, "engine")
     if len(engines) < 2:
         return {}
     window = session.options.window_s

@@ -13,7 +13,8 @@ import math
 from collections import Counter
 from dataclasses import replace
 
-from vtop.core.session.fleet import LIVE, FleetRow, added_up, label_values, sort_rows
+from vtop.core.session.facts import LIVE, label_values
+from vtop.core.session.fleet import FleetRow, added_up, sort_rows
 from vtop.core.session.session import Session
 from vtop.core.status import Status
 from vtop.core.store.summary import TargetSummary
@@ -28,7 +29,7 @@ def group_of(session: Session, row: FleetRow, key: str) -> str:
     """The row's group under `key`: its namespace (its series' target label) or its model."""
     if key == "model":
         return row.model if row.model and row.model != "?" else NO_VALUE
-    values = label_values(session, row.target, key)
+    values = label_values(session.store, row.target, key)
     return ",".join(values) if values else NO_VALUE
 
 

@@ -2,7 +2,9 @@
 (rates across counter resets, histogram quantiles from bucket deltas), and the headline summary
 of a target. Imports the leaves only.
 
-Offers `Store` (store), `TargetSummary` and `summarize` (summary); LoRA demand as the
+Offers `Store` (store: the rings, their one writer and the window queries, composed), the rings
+and their reads of one tick (`Rings`, rings), their writer (`RingWriter`, ingest) and what it
+keeps per target (target_record), `TargetSummary` and `summarize` (summary); LoRA demand as the
 `lora:*` numbers rules compare (lora_series).
 """
 
@@ -15,4 +17,5 @@ __all__ = [
     "rings",
     "store",
     "summary",
+    "target_record",
 ]

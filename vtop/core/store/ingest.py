@@ -1,56 +1,63 @@
-"""Writing frames into the rings: columns when a scrape is shaped like the last one, else
-sample by sample with resets, defects, aliases and restarts detected."""
+"""The one writer of the rings: frames written as columns when a scrape is shaped like the
+last one, else sample by sample with resets, defects, aliases and restarts detected; what it
+saw of each target (its last answer, alternation, defects) is read from here."""
 
 from __future__ import annotations
 
-import functools
 import math
 from operator import itemgetter
 
-from vtop.core.catalog import family_of, sample_type
+from vtop.core.catalog import Normalizer, family_of, sample_type
 from vtop.core.frame import Event, EventKind, Frame, SampleColumns, Series, TargetScrape
 from vtop.core.store.gpu_series import gpu_scrape
 from vtop.core.store.lora_series import with_lora_series
 from vtop.core.store.presence import VALUE_NAN, is_gap
 from vtop.core.store.probe_series import ProbeCounters
 from vtop.core.store.rings import (
+    DEFAULT_MAX_SERIES,
     INSTANCE,
-    KNOWN_PER_SAMPLE,
     NAN,
     OTHER_MAX_SERIES,
     PID,
     PROCESS_START,
-    STARTS_KEPT,
     Rings,
-    _Columns,
-    _Known,
-    _note,
-    _possible,
-    _TargetRecord,
-    _Track,
+    Track,
     is_cumulative,
     is_kept,
 )
+from vtop.core.store.target_record import (
+    KNOWN_PER_SAMPLE,
+    STARTS_KEPT,
+    Columns,
+    Known,
+    TargetRecord,
+    is_possible,
+    note_defect,
+)
 
 
-class IngestingRings(Rings):
-    """Rings that frames are written into."""
+class RingWriter:
+    """Writes frames into the rings, one tick per frame."""
 
-    @functools.cached_property
-    def probes(self) -> ProbeCounters:
+    def __init__(
+        self, rings: Rings, max_series: int = DEFAULT_MAX_SERIES, column_writes: bool = True
+    ) -> None:
+        self.rings = rings
+        self.max_series = max_series
+        self.column_writes = column_writes
+        """False: every sample takes the one-by-one path (the reference columns are tested on)."""
+        self.dropped_series = 0
+        self.columns_written = 0
+        """Scrapes written as columns (shaped like the target's previous one)."""
+        self.probes = ProbeCounters()
         """The front-door canaries seen so far (their series are written every frame after
         the first, like a scrape)."""
-        return ProbeCounters()
+        self._targets: dict[str, TargetRecord] = {}
+        self._normalizer = Normalizer()
 
     def ingest(self, frame: Frame) -> list[Event]:
         """Add one frame as a new tick; return events it revealed (resets, limits)."""
-        if self.tick >= 0 and frame.timestamp <= self.time_of(self.tick):
-            raise ValueError(f"frame at {frame.timestamp} is not after the previous tick")
-        self.tick += 1
-        self._room_for(self.tick, frame.timestamp)
-        self._times[self.tick % self.size] = frame.timestamp
-        self._tick_lookups.clear()
-        self._oldest = max(self._oldest, self.tick - self.size + 1)
+        self.rings.advance(frame.timestamp)
         events: list[Event] = []
         scrapes = frame.scrapes if frame.gpu is None else (*frame.scrapes, gpu_scrape(frame.gpu))
         if frame.probes or self.probes.last:
@@ -63,8 +70,8 @@ class IngestingRings(Rings):
 
     def _ingest_scrape(self, scrape: TargetScrape, timestamp: float) -> list[Event]:
         """Write one target's samples at the current tick."""
-        state = self._targets.setdefault(scrape.target, _TargetRecord(known={}))
-        state.last_ok_tick, state.last_ok_time = self.tick, timestamp
+        state = self._targets.setdefault(scrape.target, TargetRecord(known={}))
+        state.last_ok_tick, state.last_ok_time = self.rings.tick, timestamp
         if self._ingest_columns(state, scrape):
             self.columns_written += 1
             return []
@@ -72,11 +79,11 @@ class IngestingRings(Rings):
             state.columns.settle()
         alternated_before = state.alternating_tick
         restarted = self._restarted(state, scrape)
-        alternating = state.alternating_tick == self.tick
+        alternating = state.alternating_tick == self.rings.tick
         state.defects = {}
         resets, dropped_before = 0, self.dropped_series
         self.dropped_series += scrape.skipped_series
-        aliases: list[tuple[_Known, float]] = []
+        aliases: list[tuple[Known, float]] = []
         for sample in scrape.samples:
             known = state.known.get(id(sample.series))
             if known is None or known.raw is not sample.series:
@@ -86,11 +93,11 @@ class IngestingRings(Rings):
             else:
                 resets += self._write(known, sample.value, restarted, state)
         for known, value in aliases:
-            track = known.track or self._tracks.get(known.series)
-            if track is None or track.last_tick != self.tick:
+            track = known.track or self.rings.track(known.series)
+            if track is None or track.last_tick != self.rings.tick:
                 resets += self._write(known, value, restarted, state)
             elif known.fold:
-                row = self.tick % self.size
+                row = self.rings.row
                 track.values[row] = max(track.values[row], value)
         state.columns = self._columns(state, scrape) if not aliases and self.column_writes else None
         if alternating:
@@ -98,12 +105,12 @@ class IngestingRings(Rings):
         return self._events(scrape.target, timestamp, restarted, resets, dropped_before)
 
     def _alternation(
-        self, state: _TargetRecord, target: str, timestamp: float, alternated_before: int
+        self, state: TargetRecord, target: str, timestamp: float, alternated_before: int
     ) -> list[Event]:
         """A start time that came back: the URL alternates between processes (a load
         balancer), not a restart per scrape; said once, when it begins (not again while the
         last time it was seen is still in the rings)."""
-        if alternated_before >= self.oldest_tick:
+        if alternated_before >= self.rings.oldest_tick:
             return []
         processes = len(set(state.starts))
         message = (
@@ -112,11 +119,11 @@ class IngestingRings(Rings):
         )
         return [Event(timestamp, EventKind.ALTERNATING, target, message)]
 
-    def _ingest_columns(self, state: _TargetRecord, scrape: TargetScrape) -> bool:
+    def _ingest_columns(self, state: TargetRecord, scrape: TargetScrape) -> bool:
         """Write a scrape shaped like the target's last one at once; False when it is not
         (new or missing series, a gap, a restart or a counter reset: the sample path)."""
         columns = state.columns
-        if columns is None or columns.tick != self.tick - 1:
+        if columns is None or columns.tick != self.rings.tick - 1:
             return False
         samples = scrape.samples
         if isinstance(samples, SampleColumns):
@@ -129,9 +136,9 @@ class IngestingRings(Rings):
             return False
         if columns.start_index is not None and values[columns.start_index] != state.process_start:
             return False
-        return columns.write(values, self.tick, self.tick % self.size)
+        return columns.write(values, self.rings.tick, self.rings.row)
 
-    def _columns(self, state: _TargetRecord, scrape: TargetScrape) -> _Columns | None:
+    def _columns(self, state: TargetRecord, scrape: TargetScrape) -> Columns | None:
         """The columns of a scrape just written, when every sample has its own ring."""
         samples = scrape.samples
         raw = samples.series if isinstance(samples, SampleColumns) else tuple(s[0] for s in samples)
@@ -139,9 +146,9 @@ class IngestingRings(Rings):
         tracks = [known.track for known in knowns if known is not None and known.track]
         if len(tracks) != len(raw) or len(set(map(id, tracks))) != len(tracks):
             return None
-        return _Columns(raw, tracks, self.tick)
+        return Columns(raw, tracks, self.rings.tick)
 
-    def _restarted(self, state: _TargetRecord, scrape: TargetScrape) -> bool:
+    def _restarted(self, state: TargetRecord, scrape: TargetScrape) -> bool:
         """True when the target's process start time changed since its last scrape (and note
         a start time coming back: the URL alternates between processes)."""
         start = next((s.value for s in scrape.samples if s.series.name == PROCESS_START), None)
@@ -149,7 +156,7 @@ class IngestingRings(Rings):
         changed = previous is not None and start is not None and start != previous
         if start is not None and (not state.starts or state.starts[-1] != start):
             if start in state.starts:
-                state.alternating_tick = self.tick
+                state.alternating_tick = self.rings.tick
             state.starts = [*state.starts[-STARTS_KEPT + 1 :], start]
         return changed
 
@@ -157,9 +164,9 @@ class IngestingRings(Rings):
         """How many processes answer the target's URL in turn, 0 when one does: a start time
         that came back within `window` of `now` (a load balancer in front of several)."""
         state = self._targets.get(target)
-        if state is None or state.alternating_tick < self.oldest_tick:
+        if state is None or state.alternating_tick < self.rings.oldest_tick:
             return 0
-        if self.time_of(state.alternating_tick) < now - window:
+        if self.rings.time_of(state.alternating_tick) < now - window:
             return 0
         return len(set(state.starts))
 
@@ -169,7 +176,7 @@ class IngestingRings(Rings):
         state = self._targets.get(target)
         return dict(state.defects) if state is not None else {}
 
-    def _resolve(self, state: _TargetRecord, scrape: TargetScrape, raw: Series) -> _Known:
+    def _resolve(self, state: TargetRecord, scrape: TargetScrape, raw: Series) -> Known:
         """Canonical name, instance label and cumulativeness of a new raw series."""
         canonical, alias = self._normalizer.normalize(raw)
         _, metric_type = family_of(raw.name, scrape.metric_types)
@@ -184,11 +191,11 @@ class IngestingRings(Rings):
             2 * self.max_series, KNOWN_PER_SAMPLE * len(scrape.samples) + 1000
         ):
             state.known.clear()
-        known = _Known(raw, canonical, alias, is_cumulative(raw.name, metric_type), fold)
+        known = Known(raw, canonical, alias, is_cumulative(raw.name, metric_type), fold)
         state.known[id(raw)] = known
         return known
 
-    def _write(self, known: _Known, value: float, restarted: bool, state: _TargetRecord) -> int:
+    def _write(self, known: Known, value: float, restarted: bool, state: TargetRecord) -> int:
         """Store one value at the current tick; return 1 if it was a counter reset.
 
         A vLLM value no metric can have (NaN, infinite, negative, a usage ratio above 1) is
@@ -199,59 +206,47 @@ class IngestingRings(Rings):
         """
         track = known.track
         if track is None:
-            track = known.track = self._tracks.get(known.series) or self._new_track(known, state)
+            track = known.track = self.rings.track(known.series) or self._new_track(known, state)
             if track is None:
                 return 0
-        if track.last_tick == self.tick:
-            _note(state, "duplicate series", known)
+        if track.last_tick == self.rings.tick:
+            note_defect(state, "duplicate series", known)
             return 0
-        if track.last_tick < self.tick - 1:
-            self._fill_gap(track)
+        if track.last_tick < self.rings.tick - 1:
+            self.rings.fill_gap(track)
         if value != value and (is_gap(value) or not known.vllm):
-            track.values[self.tick % self.size] = value if is_gap(value) else VALUE_NAN
-            track.last_tick = self.tick
+            track.values[self.rings.row] = value if is_gap(value) else VALUE_NAN
+            track.last_tick = self.rings.tick
             return 0
-        if known.vllm and not _possible(known.series.name, value):
-            _note(state, "impossible value", known)
+        if known.vllm and not is_possible(known.series.name, value):
+            note_defect(state, "impossible value", known)
             value = NAN
         reset = 0
         if track.cumulative and not math.isnan(value):
             previous = track.last_raw
             if not math.isnan(previous) and (value < previous or restarted):
                 if not restarted and state.process_start is not None:
-                    _note(state, "counter went backwards", known)
+                    note_defect(state, "counter went backwards", known)
                     value = previous
                 else:
-                    track.record_reset(self.tick, previous, self.oldest_tick)
+                    track.record_reset(self.rings.tick, previous, self.rings.oldest_tick)
                     reset = 1
             track.last_raw = value
-        track.values[self.tick % self.size] = value
-        track.last_tick = self.tick
+        track.values[self.rings.row] = value
+        track.last_tick = self.rings.tick
         return reset
 
-    def _new_track(self, known: _Known, state: _TargetRecord) -> _Track | None:
+    def _new_track(self, known: Known, state: TargetRecord) -> Track | None:
         """Create a series ring, unless the series limit is reached (or the target's share
         of series not from vLLM: one server's junk never costs another's series a ring)."""
         other = not is_kept(known.series.name)
-        if len(self._tracks) >= self.max_series or (
+        if self.rings.series_count() >= self.max_series or (
             other and state.other_series >= min(OTHER_MAX_SERIES, self.max_series // 2)
         ):
             self.dropped_series += 1
             return None
         state.other_series += other
-        track = _Track(self.size, known.cumulative, self.tick)
-        self._tracks[known.series] = track
-        self.series_generation += 1
-        self._by_name.setdefault(known.series.name, []).append(known.series)
-        key = (known.series.name, known.series.label(INSTANCE))
-        self._by_instance.setdefault(key, []).append(known.series)
-        return track
-
-    def _fill_gap(self, track: _Track) -> None:
-        """Mark ticks between the series' last value and now as absent."""
-        start = max(track.last_tick + 1, self._oldest)
-        for tick in range(start, self.tick):
-            track.values[tick % self.size] = NAN
+        return self.rings.add_track(known.series, known.cumulative)
 
     def _events(
         self, target: str, timestamp: float, restarted: bool, resets: int, dropped_before: int
@@ -271,4 +266,12 @@ class IngestingRings(Rings):
             events.append(Event(timestamp, EventKind.SERIES_LIMIT, target, message))
         return events
 
-    # ticks ------------------------------------------------------------------
+    def in_last_answer(self, series: Series, target: str) -> bool:
+        """Whether the series was in the target's last successful scrape (however long ago)."""
+        track, state = self.rings.track(series), self._targets.get(target)
+        return track is not None and state is not None and track.last_tick == state.last_ok_tick
+
+    def target_last_ok(self, target: str) -> float | None:
+        """Time of the target's last successful scrape (however long ago)."""
+        state = self._targets.get(target)
+        return None if state is None else state.last_ok_time

@@ -3,7 +3,8 @@ float64 per tick per series (NaN = absent), so memory is at most 8 bytes x capac
 whatever the uptime. The rings start short and grow as ticks arrive until they reach the
 capacity, so a session of a minute holds a minute, not an hour of NaN. Counters keep a short
 list of reset offsets, so an increase is one subtraction.
-This module holds the rings and the reads of one tick; `ingest` writes them, `store` queries
+This module holds the rings (`Rings`: one writer, `RingWriter` in ingest.py, adds ticks and
+series; everything else reads) and the reads of one tick; `store` composes the two and queries
 windows. Nothing here reads a clock.
 """
 
@@ -14,11 +15,8 @@ import math
 from array import array
 from bisect import bisect_right
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from operator import lt
 
-from vtop.core.catalog import Normalizer
-from vtop.core.frame import Labels, Series, picker
+from vtop.core.frame import Labels, Series
 
 NAN = math.nan
 INSTANCE = "instance"
@@ -49,12 +47,6 @@ def is_kept(name: str) -> bool:
     return name.startswith(KEPT_PREFIXES) or name == PROCESS_START
 
 
-STARTS_KEPT = 16
-KNOWN_PER_SAMPLE = 4
-"""A target's resolved-series cache is dropped once it holds this many entries per sample of
-the current scrape (a payload whose series change every scrape would otherwise fill it)."""
-AT_MOST_ONE = frozenset({"vllm:kv_cache_usage_perc"})
-"""Ratios that cannot exceed 1 (a little above, from float rounding, is tolerated)."""
 DEFAULT_STALE_AFTER_S = 30.0
 MAX_TICK_LOOKUPS = 4096
 
@@ -62,24 +54,7 @@ Matchers = Mapping[str, str]
 Measure = Callable[[Series, float, float], float | None]
 
 
-def _possible(name: str, value: float) -> bool:
-    """Whether a vLLM series can have this value."""
-    if not 0 <= value < math.inf:
-        return False
-    return value <= 1.000001 if name in AT_MOST_ONE else True
-
-
-DEFECTS_KEPT = 5
-
-
-def _note(state: _TargetRecord, kind: str, known: _Known) -> None:
-    """Remember a defect of this scrape (the first few series of each kind)."""
-    found = state.defects.setdefault(kind, [])
-    if len(found) < DEFECTS_KEPT:
-        found.append(known.raw)
-
-
-def _group(series: Series, keep: frozenset[str]) -> Labels:
+def group_labels(series: Series, keep: frozenset[str]) -> Labels:
     """The series' labels restricted to `keep` (a `by` grouping)."""
     return tuple(pair for pair in series.labels if pair[0] in keep)
 
@@ -106,8 +81,8 @@ def is_cumulative(sample_name: str, metric_type: str) -> bool:
     return False
 
 
-class _Track:
-    """Ring of values of one series."""
+class Track:
+    """Ring of values of one series (the writer fills it; `Rings` reads it)."""
 
     __slots__ = (
         "cumulative",
@@ -148,129 +123,13 @@ class _Track:
             del self.reset_offsets[:expired]
 
 
-class _Known:
-    """A target's raw series resolved to its stored identity and ring."""
-
-    __slots__ = ("alias", "cumulative", "fold", "raw", "series", "track", "vllm")
-
-    def __init__(
-        self, raw: Series, series: Series, alias: bool, cumulative: bool, fold: bool = False
-    ) -> None:
-        self.raw = raw
-        self.series = series
-        self.alias = alias
-        self.cumulative = cumulative
-        self.fold = fold
-        """One of several per-process copies of a gauge (a `pid` label): the largest is kept."""
-        self.vllm = series.name.startswith("vllm:")
-        """vLLM's values are counts, tokens, seconds and ratios: never negative or infinite."""
-        self.track: _Track | None = None
-
-
-class _Columns:
-    """A target's last scrape as columns: its raw series in order and the rings they fill.
-
-    When the next scrape has the same series in the same order (the usual case: only values
-    move), it is written column by column without resolving a series or checking a reset one
-    sample at a time. The counters' last raw values are kept here, not in each ring, until
-    the sample path takes over again (`settle`).
-    """
-
-    __slots__ = (
-        "cumulative",
-        "last_grown",
-        "pick_checked",
-        "pick_cumulative",
-        "pick_ratios",
-        "raw",
-        "start_index",
-        "tick",
-        "tracks",
-    )
-
-    def __init__(self, raw: Sequence[Series], tracks: list[_Track], tick: int) -> None:
-        self.raw = raw
-        self.tracks = tracks
-        self.tick = tick
-        indices = [i for i, track in enumerate(tracks) if track.cumulative]
-        self.cumulative = [tracks[i] for i in indices]
-        self.pick_cumulative = picker(indices)
-        checked = [i for i, series in enumerate(raw) if series.name.startswith("vllm:")]
-        self.pick_checked = picker(checked) if checked else None
-        ratios = [i for i, series in enumerate(raw) if series.name in AT_MOST_ONE]
-        self.pick_ratios = picker(ratios) if ratios else None
-        self.last_grown = tuple(track.last_raw for track in self.cumulative)
-        self.start_index = next(
-            (i for i, series in enumerate(raw) if series.name == PROCESS_START), None
-        )
-
-    def write(self, values: list[float], tick: int, row: int) -> bool:
-        """Write one scrape's values at `tick`; False (nothing written) if a counter went down
-        or a vLLM value is impossible (the sample path then judges each one)."""
-        total_all = sum(values)
-        if total_all != total_all:
-            return False  # a NaN (or +Inf and -Inf): the sample path tells value from marker
-        if self.pick_checked is not None:
-            checked: tuple[float, ...] = self.pick_checked(values)
-            total = sum(checked)
-            if not (total == total and total < math.inf and min(checked) >= 0):
-                return False
-        if self.pick_ratios is not None and max(self.pick_ratios(values)) > 1.000001:
-            return False
-        if self.cumulative:
-            grown = self.pick_cumulative(values)
-            if any(map(lt, grown, self.last_grown)):
-                return False
-            self.last_grown = grown
-        for track, value in zip(self.tracks, values, strict=True):
-            track.values[row] = value
-            track.last_tick = tick
-        self.tick = tick
-        return True
-
-    def settle(self) -> None:
-        """Give the rings their counters' last raw values back (the sample path reads them)."""
-        for track, value in zip(self.cumulative, self.last_grown, strict=True):
-            track.last_raw = value
-
-
-@dataclass
-class _TargetRecord:
-    """Per-target caches and restart detection.
-
-    `known` is keyed by the id of the parser's Series objects, which the parser reuses across
-    ticks: an int lookup instead of hashing nested label tuples. The entry keeps its Series
-    alive, so the id cannot be reused while the entry exists.
-    """
-
-    known: dict[int, _Known]
-    last_ok_tick: int = -1
-    last_ok_time: float | None = None
-    """Kept beside the tick: a server down for longer than the rings hold still has a last
-    answer."""
-    process_start: float | None = None
-    columns: _Columns | None = None
-    starts: list[float] = field(default_factory=list)
-    """Process start times seen, newest last (at most STARTS_KEPT): one coming back means the
-    URL alternates between processes (a load balancer), not that vLLM restarted."""
-    defects: dict[str, list[Series]] = field(default_factory=dict)
-    """Defects of this scrape by kind (impossible value, duplicate, counter going back): the
-    first few raw series of each."""
-    alternating_tick: int = -1
-    """The last tick at which a process start time seen before came back."""
-    other_series: int = 0
-    """Rings made for this target's series not from vLLM (they share a cap per target)."""
-
-
 class Rings:
     """The rings of every series, their ticks, and what one tick holds."""
 
     def __init__(
         self,
         capacity: int = DEFAULT_CAPACITY,
-        max_series: int = DEFAULT_MAX_SERIES,
         stale_after_s: float = DEFAULT_STALE_AFTER_S,
-        column_writes: bool = True,
         first_size: int = FIRST_SIZE,
         retention_s: float | None = None,
     ) -> None:
@@ -285,28 +144,56 @@ class Rings:
         """The ticks every ring has room for now: the ring index is `tick % size`. It grows
         (up to the capacity) before a tick would overwrite one still needed: in place before
         the first wrap, laid out afresh after one (when ticks came closer together)."""
-        self.column_writes = column_writes
-        """False: every sample takes the one-by-one path (the reference columns are tested on)."""
-        self.max_series = max_series
         self.stale_after_s = stale_after_s
         self.tick = -1
-        self.dropped_series = 0
-        self.columns_written = 0
-        """Scrapes written as columns (shaped like the target's previous one)."""
         self._times = array("d", [NAN]) * self.size
-        self._tracks: dict[Series, _Track] = {}
+        self._tracks: dict[Series, Track] = {}
         self.series_generation = 0
         """Counts the series added: a selection made at the same count still holds (series are
         added, never removed)."""
         self._by_name: dict[str, list[Series]] = {}
         self._by_instance: dict[tuple[str, str | None], list[Series]] = {}
         """Series by (name, instance): a fleet's per-server queries touch only their own."""
-        self._targets: dict[str, _TargetRecord] = {}
-        self._normalizer = Normalizer()
         self._tick_lookups: dict[float, int | None] = {}
         self._oldest = 0
 
-    # ingest -----------------------------------------------------------------
+    # the writer's -----------------------------------------------------------
+
+    def advance(self, timestamp: float) -> None:
+        """A new tick at `timestamp` (later than the last), room made for it."""
+        if self.tick >= 0 and timestamp <= self.time_of(self.tick):
+            raise ValueError(f"frame at {timestamp} is not after the previous tick")
+        self.tick += 1
+        self._room_for(self.tick, timestamp)
+        self._times[self.tick % self.size] = timestamp
+        self._tick_lookups.clear()
+        self._oldest = max(self._oldest, self.tick - self.size + 1)
+
+    @property
+    def row(self) -> int:
+        """The slot of the current tick in every ring."""
+        return self.tick % self.size
+
+    def track(self, series: Series) -> Track | None:
+        """The ring of a series (None when it has none)."""
+        return self._tracks.get(series)
+
+    def add_track(self, series: Series, cumulative: bool) -> Track:
+        """A new ring for a series, starting at the current tick."""
+        track = Track(self.size, cumulative, self.tick)
+        self._tracks[series] = track
+        self.series_generation += 1
+        self._by_name.setdefault(series.name, []).append(series)
+        self._by_instance.setdefault((series.name, series.label(INSTANCE)), []).append(series)
+        return track
+
+    def fill_gap(self, track: Track) -> None:
+        """Mark ticks between the series' last value and the current tick as absent."""
+        start = max(track.last_tick + 1, self._oldest)
+        for tick in range(start, self.tick):
+            track.values[tick % self.size] = NAN
+
+    # reads ------------------------------------------------------------------
 
     @property
     def oldest_tick(self) -> int:
@@ -367,7 +254,7 @@ class Rings:
     def value(self, series: Series, tick: int) -> float:
         """The stored value of a series at a tick (NaN when absent)."""
         track = self._tracks.get(series)
-        return NAN if track is None else self._at(track, tick)
+        return NAN if track is None else self.value_at(track, tick)
 
     def slots(self, series: Series, first: int, last: int) -> tuple[int, Sequence[float], bool]:
         """The stored slots of ticks `first`..`last` held for the series (NaN payloads kept:
@@ -397,7 +284,7 @@ class Rings:
             return self._times[low : high + 1].tolist()
         return self._times[low:].tolist() + self._times[: high + 1].tolist()
 
-    def _at(self, track: _Track, tick: int) -> float:
+    def value_at(self, track: Track, tick: int) -> float:
         """A ring's value at a tick (NaN when absent or out of the ring)."""
         if not track.first_tick <= tick <= track.last_tick or tick < self._oldest:
             return NAN
@@ -406,11 +293,11 @@ class Rings:
     def corrected(self, series: Series, tick: int) -> float:
         """The value at a tick plus the counter resets before it (monotonic for counters)."""
         track = self._tracks.get(series)
-        return NAN if track is None else self._corrected(track, tick)
+        return NAN if track is None else self.corrected_at(track, tick)
 
-    def _corrected(self, track: _Track, tick: int) -> float:
+    def corrected_at(self, track: Track, tick: int) -> float:
         """A ring's value at a tick plus its counter resets before it."""
-        stored = self._at(track, tick)
+        stored = self.value_at(track, tick)
         return stored + track.offset_at(tick) if track.reset_ticks else stored
 
     # selection --------------------------------------------------------------
@@ -468,16 +355,6 @@ class Rings:
         if track is None or track.last_tick < self.oldest_tick:
             return None
         return self.time_of(track.last_tick), track.values[track.last_tick % self.size]
-
-    def in_last_answer(self, series: Series, target: str) -> bool:
-        """Whether the series was in the target's last successful scrape (however long ago)."""
-        track, state = self._tracks.get(series), self._targets.get(target)
-        return track is not None and state is not None and track.last_tick == state.last_ok_tick
-
-    def target_last_ok(self, target: str) -> float | None:
-        """Time of the target's last successful scrape (however long ago)."""
-        state = self._targets.get(target)
-        return None if state is None else state.last_ok_time
 
 
 def _relaid(ring: array[float], oldest: int, size: int, grown: int) -> array[float]:

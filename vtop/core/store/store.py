@@ -1,5 +1,5 @@
-"""The series store: bounded rings written by frames (see rings.py and ingest.py), and the
-window and aggregation queries the rules and views ask; queries take `now`."""
+"""The series store: the rings (rings.py), their one writer (ingest.py), and the window and
+aggregation queries the rules and views ask, composed; queries take `now`."""
 
 from __future__ import annotations
 
@@ -9,18 +9,21 @@ from collections.abc import Callable, Iterable
 from vtop.core.frame import Labels, Series
 from vtop.core.histogram import Buckets, merge_buckets, optional_float, quantile
 from vtop.core.histogram import mean as histogram_mean
-from vtop.core.store.ingest import IngestingRings
+from vtop.core.store.ingest import RingWriter
+from vtop.core.store.probe_series import ProbeCounters
 from vtop.core.store.rings import (
     DEFAULT_CAPACITY,
     DEFAULT_MAX_SERIES,
     DEFAULT_STALE_AFTER_S,
+    FIRST_SIZE,
     INSTANCE,
     PROCESS_START,
     Matchers,
     Measure,
+    Rings,
     SeriesFreshness,
-    _group,
-    _Track,
+    Track,
+    group_labels,
     is_cumulative,
 )
 
@@ -36,19 +39,98 @@ __all__ = [
 ]
 
 
-class Store(IngestingRings):
-    """Time series for all targets of one vtop session."""
+class Store:
+    """Time series for all targets of one vtop session: the rings, their writer, and the
+    window queries. The rings' reads of one tick and the writer's record of each target are
+    the store's own read API (bound once here: the evaluator calls them in its inner loops)."""
+
+    def __init__(
+        self,
+        capacity: int = DEFAULT_CAPACITY,
+        max_series: int = DEFAULT_MAX_SERIES,
+        stale_after_s: float = DEFAULT_STALE_AFTER_S,
+        column_writes: bool = True,
+        first_size: int = FIRST_SIZE,
+        retention_s: float | None = None,
+    ) -> None:
+        self.rings = rings = Rings(capacity, stale_after_s, first_size, retention_s)
+        self.writer = writer = RingWriter(rings, max_series, column_writes)
+        self.ingest = writer.ingest
+        self.in_last_answer = writer.in_last_answer
+        self.target_last_ok = writer.target_last_ok
+        self.alternating = writer.alternating
+        self.defects = writer.defects
+        self.select = rings.select
+        self.names = rings.names
+        self.latest = rings.latest
+        self.last_known = rings.last_known
+        self.freshness = rings.freshness
+        self.value = rings.value
+        self.corrected = rings.corrected
+        self.slots = rings.slots
+        self.times = rings.times
+        self.time_of = rings.time_of
+        self.tick_at_or_before = rings.tick_at_or_before
+        self.held_since = rings.held_since
+        self.series_count = rings.series_count
+        self.memory_bytes = rings.memory_bytes
+        self.bound_bytes = rings.bound_bytes
+
+    @property
+    def tick(self) -> int:
+        """The newest tick (-1 before the first frame)."""
+        return self.rings.tick
+
+    @property
+    def oldest_tick(self) -> int:
+        """The oldest tick still held."""
+        return self.rings.oldest_tick
+
+    @property
+    def size(self) -> int:
+        """The ticks every ring has room for now."""
+        return self.rings.size
+
+    @property
+    def capacity(self) -> int:
+        """The most ticks held: the bound."""
+        return self.rings.capacity
+
+    @property
+    def retention_s(self) -> float | None:
+        """The seconds of ticks every reader needs (None: the rings grow to the capacity)."""
+        return self.rings.retention_s
+
+    @property
+    def series_generation(self) -> int:
+        """Counts the series added (a selection made at the same count still holds)."""
+        return self.rings.series_generation
+
+    @property
+    def probes(self) -> ProbeCounters:
+        """The front-door canaries seen so far."""
+        return self.writer.probes
+
+    @property
+    def dropped_series(self) -> int:
+        """Series not given a ring (the series limits)."""
+        return self.writer.dropped_series
+
+    @property
+    def columns_written(self) -> int:
+        """Scrapes written as columns (shaped like the target's previous one)."""
+        return self.writer.columns_written
 
     def points(self, series: Series, now: float, window: float) -> list[tuple[float, float]]:
         """(time, value) of present samples with time in (now - window, now]."""
         end = self.tick_at_or_before(now)
         if end is None:
             return []
-        track = self._tracks.get(series)
+        track = self.rings.track(series)
         if track is None:
             return []
         first = self.tick_at_or_before(now - window)
-        start = max(self._oldest if first is None else first + 1, track.first_tick)
+        start = max(self.rings.oldest_tick if first is None else first + 1, track.first_tick)
         stop = min(end, track.last_tick)
         if stop < start:
             return []
@@ -69,12 +151,12 @@ class Store(IngestingRings):
     ) -> tuple[tuple[float, float], tuple[float, float]] | None:
         """First and last present samples of the window, the base being at or before its start."""
         end = self.tick_at_or_before(now)
-        track = self._tracks.get(series)
+        track = self.rings.track(series)
         if end is None or track is None:
             return None
         base = self.tick_at_or_before(now - window)
-        start = self._oldest if base is None else base
-        if max(track.first_tick, self._oldest) <= start < end <= track.last_tick:
+        start = self.rings.oldest_tick if base is None else base
+        if max(track.first_tick, self.rings.oldest_tick) <= start < end <= track.last_tick:
             values, size = track.values, self.size
             early, late = values[start % size], values[end % size]
             if early == early and late == late and not track.reset_ticks:
@@ -85,13 +167,13 @@ class Store(IngestingRings):
         if first is None or last is None or last <= first:
             return None
         return (
-            (self.time_of(first), self._corrected(track, first)),
-            (self.time_of(last), self._corrected(track, last)),
+            (self.time_of(first), self.rings.corrected_at(track, first)),
+            (self.time_of(last), self.rings.corrected_at(track, last)),
         )
 
-    def _present(self, track: _Track, start: int, stop: int, step: int) -> int | None:
+    def _present(self, track: Track, start: int, stop: int, step: int) -> int | None:
         """First tick from `start` towards `stop` (inclusive) where the ring has a value."""
-        low, high = max(track.first_tick, self._oldest), track.last_tick
+        low, high = max(track.first_tick, self.rings.oldest_tick), track.last_tick
         values, size = track.values, self.size
         for tick in range(start, stop + step, step):
             if low <= tick <= high and not math.isnan(values[tick % size]):
@@ -153,7 +235,7 @@ class Store(IngestingRings):
         for series in self.select(name, matchers):
             measured = measure(series, now, window)
             if measured is not None:
-                group = _group(series, keep)
+                group = group_labels(series, keep)
                 totals[group] = totals.get(group, 0.0) + measured
         return totals
 
@@ -178,7 +260,7 @@ class Store(IngestingRings):
             upper = optional_float(series.label("le"))
             grown = self.increase(series, now, window)
             if upper is not None and grown is not None:
-                grouped.setdefault(_group(series, keep), []).append([(upper, grown)])
+                grouped.setdefault(group_labels(series, keep), []).append([(upper, grown)])
         return {group: merge_buckets(parts) for group, parts in grouped.items()}
 
     def histogram_quantile(

@@ -26,7 +26,7 @@ from vtop.core.session.diagnose import (
 )
 from vtop.core.session.session import Session, watching_session
 from vtop.core.session.window_session import judged_window
-from vtop.core.store.store import Store
+from vtop.core.store.ingest import RingWriter
 from vtop.text.report import change_json, json_report, text_report
 
 
@@ -237,13 +237,13 @@ def test_a_one_shot_diagnosis_judges_the_window_with_what_the_whole_window_infer
 def test_a_one_shot_diagnosis_ingests_each_frame_once(monkeypatch: pytest.MonkeyPatch) -> None:
     frames, rules = pinned_frames(13), load_rules()
     ingested: list[float] = []
-    store_ingest = Store.ingest
+    write = RingWriter.ingest
 
-    def counted(store: Store, frame: Frame) -> list[Event]:
+    def counted(writer: RingWriter, frame: Frame) -> list[Event]:
         ingested.append(frame.timestamp)
-        return store_ingest(store, frame)
+        return write(writer, frame)
 
-    monkeypatch.setattr(Store, "ingest", counted)
+    monkeypatch.setattr(RingWriter, "ingest", counted)
     session = judged_window(frames, rules, DiagnoseOptions(read_gpus=False))
     assert ingested == [frame.timestamp for frame in frames]
     q2 = [m for m in session.marks if m.text.startswith("Q2[engine 0] appeared")]
