@@ -27,6 +27,7 @@ from vtop.core.session.diagnose import DiagnoseOptions
 from vtop.core.session.fleet import fleet_rows, fleet_summary
 from vtop.core.session.session import Session
 from vtop.ui.app import VtopApp
+from vtop.ui.fleet_shown import FleetShown
 from vtop.ui.screens.fleet import FleetScreen
 
 SLOW_S = 2.0
@@ -231,7 +232,7 @@ async def test_the_fleet_line_lays_the_screen_out_only_when_its_height_changes(
             top, height = table.region.y, line.region.height
             rows = fleet_rows(app.session, time.time())
             longer = screen._summary + " and a cause long enough to wrap onto a third row"
-            screen.show(longer, rows, {})
+            screen.show(FleetShown(longer, tuple(rows)))
             await pilot.pause(0.2)
             assert layouts and line.region.height == height + 1
             assert table.region.y == top + 1 and "onto a third row" in screen_text(app)

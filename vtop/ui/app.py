@@ -31,8 +31,8 @@ from vtop.core.ingest.sources.probe import ProbeOptions
 from vtop.core.managed_server import ManagedServer
 from vtop.core.rules.rule import Rule
 from vtop.core.session.session import Session, TargetView, watching_session
-from vtop.ui import panels
 from vtop.ui.actions import DashboardActions, Ui
+from vtop.ui.fleet_shown import build_fleet
 from vtop.ui.keys import (
     BINDINGS,
     LIVE_ONLY,
@@ -117,7 +117,8 @@ class VtopApp(App[int]):
     @property
     def target(self) -> TargetView | None:
         """The endpoint on screen."""
-        return self.shown.target if self.shown is not None else None
+        facts = self.shown.facts if self.shown is not None else None
+        return self.session.targets.get(facts.target) if facts is not None else None
 
     def new_session(self) -> Session:
         """A watching session as this dashboard needs it (a fleet: several servers)."""
@@ -214,7 +215,8 @@ class VtopApp(App[int]):
         self.shown = shown
         if isinstance(self.screen, FleetScreen):
             if not held:
-                panels.show_fleet(self.session, self.screen, now, " ".join(shown.header[1:3]))
+                mode = " ".join(shown.header[1:3])
+                self.screen.show(build_fleet(self.session, now, mode, self.screen.choice))
             return
         self.dashboard.shown = shown
 

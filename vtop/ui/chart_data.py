@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from vtop.core.frame import EventKind
-from vtop.core.session.history import SummaryHistory
+from vtop.core.session.history import ChartHistory
 from vtop.core.session.session import Mark
 
 CHART_MARKS = frozenset(
@@ -97,7 +97,7 @@ CHARTS = (
 
 
 def line_points(
-    history: SummaryHistory, line: LineSpec, now: float, span: float
+    history: ChartHistory, line: LineSpec, now: float, span: float
 ) -> tuple[list[float], list[float]]:
     """(seconds relative to now, value) for the known values within the span; a value no chart
     can hold (NaN, infinite, negative: every charted figure is a count, a rate or a time) is left

@@ -1,6 +1,5 @@
-"""The widget that draws each panel of the panel table, drawing the charts and the TTFT
-histogram from one refresh's state, and the fleet table's contents from the session (the app
-computes those; the fleet screen only shows them)."""
+"""The widget that draws each panel of the panel table, and the charts and the TTFT histogram
+drawn from one refresh's state (the fleet table's value is `fleet_shown.py`'s)."""
 
 from __future__ import annotations
 
@@ -9,21 +8,10 @@ from typing import TYPE_CHECKING
 from vtop.core.config.panels import Panel
 from vtop.core.config.server_config import ServerConfig
 from vtop.core.histogram import quantile
-from vtop.core.session.facts import LIVE
-from vtop.core.session.fleet import (
-    FleetRow,
-    engine_summaries,
-    filter_rows,
-    fleet_rows,
-    fleet_summary,
-    sort_rows,
-)
-from vtop.core.session.fleet_groups import GROUP_KEYS, group_rows
-from vtop.core.session.session import Session
 from vtop.core.store.summary import TargetSummary
 from vtop.ui.chart_data import CHARTS, bucket_counts, line_points, mark_offsets
 from vtop.ui.format import number, seconds
-from vtop.ui.shown import Shown, prometheus_down
+from vtop.ui.shown import Shown
 from vtop.ui.widgets.gpu_panel import GpuPanel
 from vtop.ui.widgets.time_chart import TimeChart
 from vtop.ui.widgets.ttft_histogram import TtftHistogram
@@ -31,8 +19,6 @@ from vtop.ui.widgets.ttft_histogram import TtftHistogram
 if TYPE_CHECKING:
     from textual.screen import Screen
     from textual.widget import Widget
-
-    from vtop.ui.screens.fleet import FleetScreen
 
 
 CHART_OF = {spec.panel: spec for spec in CHARTS}
@@ -56,9 +42,9 @@ def draw_charts(screen: Screen[None], shown: Shown, history_s: float, force: boo
     those moments only its title is updated.
     """
     history = shown.history
-    if shown.target is None or history is None:
+    if shown.facts is None or history is None:
         return
-    now, target, stale = shown.now, shown.target.target, shown.stale_note
+    now, target, stale = shown.now, shown.facts.target, shown.stale_note
     first = history.first_time
     span = chart_span(0.0 if first is None else now - first, history_s)
     marks = mark_offsets(shown.marks, target, now, span)
@@ -132,43 +118,3 @@ def _bucket_index(cumulative: list[tuple[float, float]], value: float, count: in
         if value <= upper:
             return min(index, count - 1)
     return count - 1
-
-
-def fleet_line(session: Session, mode: str, rows: list[FleetRow], now: float) -> str:
-    """Fleet-wide figures and the findings across servers; the TTFT is the rows' own (their
-    histograms merged by bucket), so the line agrees with the table."""
-    total = fleet_summary(session, rows)
-    live = sum(1 for row in rows if row.state in LIVE)
-    triage = session.fleet.triage
-    across = ", ".join(short_key_of(f.rule.id, f.labels) for f in triage.findings) if triage else ""
-    down = prometheus_down(session, now)
-    second = (
-        f"{down}; figures are the last read"
-        if down
-        else f"across servers: {across or 'no imbalance'}"
-    )
-    return (
-        f" {len(session.targets)} servers, {live} live  run {number(total.running)}"
-        f"  wait {number(total.waiting)}  gen {number(total.generation_tokens_per_s)} tok/s"
-        f"  TTFT p50/p99 {seconds(total.ttft_p50_s)}/{seconds(total.ttft_p99_s)}"
-        f"\n {second}  {mode}"
-    )
-
-
-def short_key_of(rule_id: str, labels: tuple[tuple[str, str], ...]) -> str:
-    """B1@host:port - the rule and the instance it names."""
-    instance = dict(labels).get("instance")
-    return f"{rule_id}@{instance}" if instance else rule_id
-
-
-def show_fleet(session: Session, screen: FleetScreen, now: float, mode: str) -> None:
-    """Fill the fleet table: sorted, filtered, engines of data-parallel servers below theirs."""
-    every = fleet_rows(session, now)
-    listed = group_rows(session, every, screen.group_key)
-    rows = sort_rows(filter_rows(listed, screen.filter_text), screen.sort_key, screen.descending)
-    engines = (
-        {r.target: engine_summaries(session, r.target, now) for r in rows if r.engines > 1}
-        if screen.group_key == GROUP_KEYS[0]
-        else {}
-    )
-    screen.show(fleet_line(session, mode, every, now), rows, engines)

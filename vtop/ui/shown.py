@@ -17,7 +17,7 @@ from vtop.core.frame import EventKind, GpuSnapshot, ProbeResult
 from vtop.core.ingest.feed_status import FeedStatus, Mode
 from vtop.core.rules.engine import Finding, ProposedChange, Triage
 from vtop.core.session.facts import LIVE, TargetFacts, target_detail, target_facts
-from vtop.core.session.history import SummaryHistory
+from vtop.core.session.history import ChartHistory
 from vtop.core.session.session import Mark, Session, TargetView, short_key
 from vtop.core.store.summary import TargetSummary
 from vtop.text.probe import tokens_in_reads
@@ -30,7 +30,8 @@ class Shown:
 
     now: float
     status: FeedStatus
-    target: TargetView | None
+    facts: TargetFacts | None
+    """The server on screen (None: no server has answered yet)."""
     state: str
     """LIVE, STALE, UNREACHABLE, ... or REPLAY; PAUSED and END are in `header`."""
     header: tuple[str, ...]
@@ -44,9 +45,10 @@ class Shown:
     """Why the findings and charts on screen are not current (None when they are)."""
     action_parts: ActionParts | None = None
     """The action line in parts, so it can be fitted to the width (None: `action` as is)."""
-    history: SummaryHistory | None = None
-    """The target's headline figures over time (the charts' data): the session's own, read up
-    to `now` only, so a later tick's figures never show in this state."""
+    history: ChartHistory | None = None
+    """The target's headline figures over time (the charts' data): a read-only view of the
+    session's own, read up to `now` only, so a later tick's figures never show in this
+    state."""
     config: ServerConfig = field(default_factory=ServerConfig)
     ttft_buckets: tuple[tuple[float, float], ...] = ()
     """The TTFT histogram's cumulative buckets filled during the window."""
@@ -193,7 +195,7 @@ def build(
     return Shown(
         now,
         status,
-        target,
+        facts,
         state,
         header,
         render_action(parts),

@@ -14,6 +14,7 @@ import math
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
+from typing import Protocol
 
 from vtop.core.store.summary import TargetSummary
 
@@ -27,6 +28,20 @@ second for each reason), each one column."""
 SLACK_DIVISOR = 4
 """The columns run up to a quarter past the bound before the oldest quarter is cut at once (a
 cut moves every column's values)."""
+
+
+class ChartHistory(Protocol):
+    """A read-only view of one target's figures over time: what a chart reads (the session
+    appends to the `SummaryHistory` behind it; a view reads it up to its own `now`)."""
+
+    @property
+    def first_time(self) -> float | None:
+        """When the oldest figure held was taken."""
+        ...
+
+    def points(self, figure: str, since: float, until: float) -> Iterator[tuple[float, float]]:
+        """(time, value) of a figure's known values with since <= time <= until."""
+        ...
 
 
 class SummaryHistory:

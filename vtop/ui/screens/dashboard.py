@@ -75,7 +75,7 @@ class DashboardScreen(Screen[None]):
         self.query_one(Banner).say(shown.banner)
         self.refreshes += 1
         full = not self.low_redraw or self.refreshes % LOW_REDRAW_EVERY == 1
-        if shown.target is not None and (full or shown.redraw):
+        if shown.facts is not None and (full or shown.redraw):
             self.draw_charts(shown, shown.redraw)
         self.query_one(FindingsPanel).show(shown.triage, shown.no_finding, shown.stale_note)
         self.query_one(GpuPanel).show(shown.gpu, shown.vllm_pids)
@@ -89,7 +89,7 @@ class DashboardScreen(Screen[None]):
     @on(ChartScroll.Scrolled)
     def redraw_charts(self) -> None:
         """Charts that scrolled into view get the current data."""
-        if self.shown is not None and self.shown.target is not None:
+        if self.shown is not None and self.shown.facts is not None:
             self.draw_charts(self.shown, force=True)
 
     def toggle_panel(self, panel: str) -> None:

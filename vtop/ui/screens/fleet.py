@@ -19,6 +19,7 @@ from vtop.core.session.fleet import SORT_KEYS, FleetRow
 from vtop.core.session.fleet_groups import GROUP_KEYS
 from vtop.core.status import Status
 from vtop.core.store.summary import TargetSummary
+from vtop.ui.fleet_shown import FleetShown, TableChoice
 from vtop.ui.format import number, percent, seconds
 
 COLUMNS = ("server", "state", "finding", "run", "wait", "KV", "pre/s", "TTFT99", "gen/s", "model")
@@ -165,20 +166,21 @@ class FleetScreen(Screen[None]):
         self.query_one(DataTable).focus()
         self.ready = True
 
-    def show(
-        self,
-        summary: str,
-        rows: list[FleetRow],
-        engines: dict[str, dict[str, TargetSummary]],
-    ) -> None:
+    @property
+    def choice(self) -> TableChoice:
+        """How the user asked for the table (the app builds it so)."""
+        return TableChoice(self.sort_key, self.descending, self.group_key, self.filter_text)
+
+    def show(self, shown: FleetShown) -> None:
         """Redraw the table with rows already sorted and filtered; the cursor stays put."""
         if not self.ready:
             return
-        if summary != self._summary:
-            self._summary = summary
-            self._show_summary(summary)
+        if shown.line != self._summary:
+            self._summary = shown.line
+            self._show_summary(shown.line)
+        rows = list(shown.rows)
         self._opens = {row.target: row.opens for row in rows if row.opens is not None}
-        lines = table_lines(rows, engines)
+        lines = table_lines(rows, shown.engines)
         if [key for key, _ in lines] == [key for key, _ in self._lines]:
             self._update_cells(lines)
         else:
