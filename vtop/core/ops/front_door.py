@@ -8,6 +8,7 @@ and the others', which the report says.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Awaitable
 from dataclasses import dataclass
@@ -91,7 +92,7 @@ async def probe_front_door(
     """`count` canaries per endpoint through `url`, one after another, the engine scraped before
     the first and after the last (its counters' increase over the window needs no more)."""
     engines = [VllmHttpSource(engine_url or url, scraping)]
-    sources = [ProbeSource(url, _with_endpoint(options, e)) for e in endpoints]
+    sources = [ProbeSource(url, dataclasses.replace(options, endpoint=e)) for e in endpoints]
     frames: list[Frame] = []
     try:
         frames.append(await poll(engines, None, time.time()))
@@ -113,19 +114,6 @@ async def probe_front_door(
 def _after(previous: Frame) -> float:
     """Now, and later than the previous frame (the store takes ticks in order)."""
     return max(time.time(), previous.timestamp + 0.001)
-
-
-def _with_endpoint(options: ProbeOptions, endpoint: str) -> ProbeOptions:
-    """The options for one endpoint."""
-    return ProbeOptions(
-        endpoint,
-        options.max_tokens,
-        options.timeout_s,
-        options.api_key,
-        options.verify_tls,
-        options.model,
-        options.include_usage,
-    )
 
 
 def judged(
