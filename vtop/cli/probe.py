@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 
 from vtop.cli.errors import CliError
 from vtop.cli.options import (
@@ -16,7 +17,7 @@ from vtop.cli.options import (
     settings_from,
 )
 from vtop.core.config.settings import server_url
-from vtop.core.ingest.open_feed import probe_options, scrape_options
+from vtop.core.ingest.open_feed import open_canary_feed, probe_options
 from vtop.core.ingest.sources.probe import ProbeOptions
 from vtop.core.ops.front_door import probe_front_door
 from vtop.core.strict_json import strict_json
@@ -60,24 +61,12 @@ def probe_main(argv: list[str]) -> int:
     settings = settings_from(args, probe_url=args.url)
     url = settings.probe_url or server_url(args.url)
     engine = server_url(args.engine) if args.engine else None
-    options = probe_options(settings)
-    options = type(options)(
-        max_tokens=args.tokens,
-        timeout_s=args.probe_timeout,
-        api_key=options.api_key,
-        verify_tls=options.verify_tls,
+    options = dataclasses.replace(
+        probe_options(settings), max_tokens=args.tokens, timeout_s=args.probe_timeout
     )
-    door = asyncio.run(
-        probe_front_door(
-            url,
-            engine,
-            ENDPOINTS[args.endpoint],
-            args.count,
-            options,
-            scrape_options(settings),
-            rules_of(settings),
-        )
-    )
+    endpoints = ENDPOINTS[args.endpoint]
+    feed = open_canary_feed(settings, url, engine, endpoints, args.count, options)
+    door = asyncio.run(probe_front_door(feed, rules_of(settings)))
     if door.unanswered is not None and not args.json:
         raise CliError(
             f"probe: {url}: no canary got a streamed answer: {door.unanswered}", door.exit_code

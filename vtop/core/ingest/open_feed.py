@@ -8,6 +8,7 @@ import dataclasses
 from pathlib import Path
 
 from vtop.core.config.settings import Settings
+from vtop.core.ingest.canary_feed import CanaryFeed
 from vtop.core.ingest.feeds import Canaries, Feed, LiveFeed, RecordingFeed
 from vtop.core.ingest.recorder import RecordingWriter
 from vtop.core.ingest.sources.nvml import NvmlSource
@@ -63,6 +64,21 @@ def canaries(settings: Settings) -> Canaries | None:
     return Canaries(
         ProbeSource(settings.probe_url, probe_options(settings)), settings.probe_interval_s
     )
+
+
+def open_canary_feed(
+    settings: Settings,
+    url: str,
+    engine_url: str | None,
+    endpoints: tuple[str, ...],
+    count: int,
+    options: ProbeOptions,
+) -> CanaryFeed:
+    """`count` canaries per endpoint through `url`, the engine (its own URL, else the same)
+    scraped around them with the settings' deadline, key and TLS policy."""
+    engine = VllmHttpSource(engine_url or url, scrape_options(settings))
+    sources = [ProbeSource(url, dataclasses.replace(options, endpoint=e)) for e in endpoints]
+    return CanaryFeed(engine, sources, count)
 
 
 def first_server(settings: Settings) -> Settings:

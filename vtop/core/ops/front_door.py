@@ -8,7 +8,7 @@ and the others', which the report says.
 
 from __future__ import annotations
 
-import dataclasses
+import contextlib
 import time
 from collections.abc import Awaitable
 from dataclasses import dataclass
@@ -16,8 +16,9 @@ from typing import TypeVar
 
 from vtop.core.config.effective_config import DiagnoseOptions
 from vtop.core.frame import Frame, ProbeResult
+from vtop.core.ingest.canary_feed import CanaryFeed
+from vtop.core.ingest.feeds import sample
 from vtop.core.ingest.poller import poll
-from vtop.core.ingest.sources.probe import ProbeOptions, ProbeSource
 from vtop.core.ingest.sources.vllm_http import ScrapeOptions, VllmHttpSource
 from vtop.core.rules.engine import Finding
 from vtop.core.rules.rule import Rule
@@ -80,40 +81,16 @@ class FrontDoor:
         return self.verdict.exit_code
 
 
-async def probe_front_door(
-    url: str,
-    engine_url: str | None,
-    endpoints: tuple[str, ...],
-    count: int,
-    options: ProbeOptions,
-    scraping: ScrapeOptions,
-    rules: list[Rule],
-) -> FrontDoor:
-    """`count` canaries per endpoint through `url`, one after another, the engine scraped before
-    the first and after the last (its counters' increase over the window needs no more)."""
-    engines = [VllmHttpSource(engine_url or url, scraping)]
-    sources = [ProbeSource(url, dataclasses.replace(options, endpoint=e)) for e in endpoints]
+async def probe_front_door(feed: CanaryFeed, rules: list[Rule]) -> FrontDoor:
+    """The canary feed's frames, judged by the path's rules (the feed closed after)."""
     frames: list[Frame] = []
     try:
-        frames.append(await poll(engines, None, time.time()))
-        for _ in range(count):
-            for source in sources:
-                result = await source.probe()
-                frames.append(Frame(_after(frames[-1]), probes=(result,)))
-        last = await poll(engines, None, _after(frames[-1]))
-        frames.append(last)
+        async with contextlib.aclosing(sample(feed)) as sampled:
+            frames = [frame async for frame in sampled]
     finally:
-        for source in sources:
-            await source.close()
-        for engine in engines:
-            await engine.close()
+        await feed.close()
     canaries = tuple(probe for frame in frames for probe in frame.probes)
-    return judged(sources[0].url, frames, canaries, rules)
-
-
-def _after(previous: Frame) -> float:
-    """Now, and later than the previous frame (the store takes ticks in order)."""
-    return max(time.time(), previous.timestamp + 0.001)
+    return judged(feed.url, frames, canaries, rules)
 
 
 def judged(

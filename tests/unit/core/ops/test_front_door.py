@@ -1,5 +1,6 @@
-"""`vtop probe`'s loop on a real local endpoint: canaries one after another, the engine scraped
-before the first and after the last, and its view of the window from those two scrapes."""
+"""`vtop probe`'s feed on a real local endpoint, opened as every feed is: canaries one after
+another, the engine scraped before the first and after the last, and its view of the window
+from those two scrapes."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from http.server import BaseHTTPRequestHandler
 
 from tests.support.http_server import QuietHandler, serving_handler
 from tests.support.payloads import fixture
+from vtop.core.config.settings import Settings
+from vtop.core.ingest.open_feed import open_canary_feed
 from vtop.core.ingest.sources.probe import ProbeOptions
-from vtop.core.ingest.sources.vllm_http import ScrapeOptions
 from vtop.core.ops.front_door import probe_front_door
 from vtop.core.rules.loader import load_rules
 
@@ -45,15 +47,10 @@ def streaming_engine(metrics_asked: list[str]) -> type[BaseHTTPRequestHandler]:
 async def test_canaries_run_back_to_back_between_two_engine_scrapes() -> None:
     asked: list[str] = []
     with serving_handler(streaming_engine(asked)) as url:
-        door = await probe_front_door(
-            url,
-            None,
-            ("completions", "chat"),
-            3,
-            ProbeOptions(max_tokens=TOKENS, timeout_s=5),
-            ScrapeOptions(timeout_s=5),
-            load_rules(),
-        )
+        options = ProbeOptions(max_tokens=TOKENS, timeout_s=5)
+        endpoints = ("completions", "chat")
+        feed = open_canary_feed(Settings(timeout_s=5), url, None, endpoints, 3, options)
+        door = await probe_front_door(feed, load_rules())
     assert [c.endpoint for c in door.canaries] == ["completions", "chat"] * 3
     assert all(c.ok and c.tokens == TOKENS and c.usage_tokens == TOKENS for c in door.canaries)
     assert len(asked) == 2, asked  # before the first canary and after the last
