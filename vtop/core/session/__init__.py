@@ -9,7 +9,8 @@ one-shot triage's window judge (window_session), `diagnosis`, `diagnose_frames` 
 facts), the fleet rows (fleet) and their groups (fleet_groups), a router's
 view of its backends (router), a server's own GPUs (remote_gpus), each target's summaries over
 time as columns (history), the recent frames a bundle writes, held compressed (recent), and
-vLLM's request spans ranked and their tail split (request_view).
+vLLM's request spans ranked and their tail split (request_view) and the requests that made
+others wait: head-of-line blocking, slot hogs, outliers (request_findings).
 """
 
 __all__ = [
@@ -20,6 +21,7 @@ __all__ = [
     "history",
     "recent",
     "remote_gpus",
+    "request_findings",
     "request_view",
     "router",
     "session",
