@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import dataclasses
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from vtop.cli.errors import CliError
 from vtop.cli.frames import between, file_argument, read_frames
 from vtop.cli.options import (
+    add_otlp_options,
     add_probe_options,
     add_rules_option,
     add_target_options,
@@ -24,9 +27,11 @@ from vtop.cli.options import (
     warn_unkept,
 )
 from vtop.core.config.effective_config import DiagnoseOptions
+from vtop.core.config.otlp_address import OtlpAddressError, parse_address
 from vtop.core.config.settings import DEFAULT_URL, Settings
 from vtop.core.frame import Frame
 from vtop.core.ingest.open_feed import first_server, open_feed, scrape_options
+from vtop.core.ingest.sources.otlp_receiver import SpanStore, receiving
 from vtop.core.ingest.sources.prometheus import PrometheusError, past_window
 from vtop.core.ingest.window import window_frames
 from vtop.core.ops.process_evidence import with_process_evidence
@@ -40,6 +45,7 @@ from vtop.core.session.diagnose import (
     judged_diagnosis,
     needed_window,
 )
+from vtop.core.session.request_findings import request_evidence
 from vtop.core.strict_json import strict_json
 from vtop.text.fold import fold, terminal_width
 from vtop.text.report import fleet_json_report, fleet_text_report, json_report, text_report
@@ -79,6 +85,7 @@ def diagnose_parser() -> argparse.ArgumentParser:
     diagnose.add_argument("--step", default="15s", help="--prometheus: resolution")
     add_rules_option(diagnose)
     add_probe_options(diagnose)
+    add_otlp_options(diagnose)
     add_target_options(diagnose)
     return diagnose
 
@@ -133,6 +140,28 @@ def window_of(
 
 
 PROGRESS_EVERY_S = 10.0
+SPANS_AFTER_S = 5.5
+"""How long a diagnosis that receives spans waits after its window: vLLM's batch exporter
+sends every 5 s (OpenTelemetry's default schedule), so the last requests' spans come later."""
+
+
+@contextlib.contextmanager
+def listening_for_spans(
+    settings: Settings, path: Path | None, spans: SpanStore
+) -> Iterator[list[str]]:
+    """The OTLP receivers of the settings' `otlp` addresses, open for the window (none when
+    there are none); a recording holds no spans, so it is refused with them."""
+    if not settings.otlp:
+        yield []
+        return
+    if path is not None:
+        raise CliError("--otlp receives vLLM's spans live: a recording holds none")
+    try:
+        addresses = [parse_address(text) for text in settings.otlp]
+        with receiving(addresses, spans, settings.otlp_token) as bound:
+            yield bound
+    except OtlpAddressError as error:
+        raise CliError(f"vtop diagnose: --otlp {error}") from error
 
 
 @dataclass
@@ -167,13 +196,29 @@ def diagnose_main(argv: list[str]) -> int:
     options = diagnose_options_of(settings, read_gpus=not args.no_gpu)
     if args.prometheus:
         return from_prometheus(args, settings, rules, options)
-    frames, options = window_of(args, path, settings, options, rules)
+    spans = SpanStore()
+    with listening_for_spans(settings, path, spans) as bound:
+        frames, options = window_of(args, path, settings, options, rules)
+        if bound and any(scrape.ok for frame in frames for scrape in frame.scrapes):
+            print(
+                f"vtop diagnose: waiting {SPANS_AFTER_S:g} s for the spans of the window's "
+                "last requests (vLLM exports them in batches)",
+                file=sys.stderr,
+                flush=True,
+            )
+            time.sleep(SPANS_AFTER_S)
     targets = [scrape.target for frame in frames for scrape in frame.scrapes]
     target = args.target or (targets[0] if targets else "unknown")
     diagnosis, session = judged_diagnosis(target, frames, rules, options)
     if path is None:
         url = settings.urls[0] if settings.urls else DEFAULT_URL
         diagnosis = with_process_evidence(diagnosis, url, options.vllm_log)
+    if bound and frames:
+        window = (frames[0].timestamp, frames[-1].timestamp)
+        found = request_evidence(
+            spans.spans(), window, bound, diagnosis.config, spans.dropped, spans.refused
+        )
+        diagnosis = dataclasses.replace(diagnosis, requests=found)
     predictions = None
     if not args.no_predict:
         profiles = step_profiles_of()

@@ -158,6 +158,21 @@ def add_probe_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_otlp_options(parser: argparse.ArgumentParser) -> None:
+    """Where to receive vLLM's request spans (OTLP), and the token exports must carry."""
+    parser.add_argument(
+        "--otlp",
+        action="append",
+        metavar="ADDR",
+        help="receive vLLM's request spans here: grpc://HOST:PORT or http://HOST:PORT "
+        "(path /v1/traces); repeatable; the host is 127.0.0.1 unless given (or otlp in the "
+        "config file)",
+    )
+    parser.add_argument(
+        "--otlp-token", help="require `Authorization: Bearer TOKEN` on every span export"
+    )
+
+
 def add_rules_option(parser: argparse.ArgumentParser) -> None:
     """--rules DIR, repeatable: rules added to, or overriding by id, the shipped ones."""
     parser.add_argument(
@@ -199,6 +214,8 @@ def flags_of(args: argparse.Namespace) -> dict[str, Any]:
         "probe_url": given.get("probe"),
         "probe_interval_s": given.get("probe_interval"),
         "verify_tls": False if insecure else None,
+        "otlp": tuple(given["otlp"]) if given.get("otlp") else None,
+        "otlp_token": given.get("otlp_token"),
     }
 
 
@@ -210,6 +227,7 @@ def settings_from(args: argparse.Namespace, **more: Any) -> Settings:
     except SettingsError as error:
         raise CliError(str(error)) from None
     remember(settings.api_key)
+    remember(settings.otlp_token)
     return settings
 
 

@@ -7,26 +7,21 @@ import argparse
 import time
 
 from vtop.cli.errors import CliError
-from vtop.cli.options import parser
+from vtop.cli.options import add_otlp_options, parser, settings_from
+from vtop.core.config.otlp_address import OtlpAddressError, parse_address
 from vtop.core.ingest.sources.otlp_receiver import (
-    OtlpAddressError,
     SpanStore,
-    parse_address,
     receiving,
 )
 from vtop.core.session.request_view import SORTS, ranked, time_split
 from vtop.core.status import ExitCode
 from vtop.core.strict_json import strict_json
 from vtop.text.fold import fold, terminal_width
-from vtop.text.requests import requests_lines, span_json, split_json
+from vtop.text.requests import TURN_ON, requests_lines, span_json, split_json
 
 SCHEMA = "vtop.requests/1"
-TURN_ON = (
-    "no request span arrived: start vLLM with --otlp-traces-endpoint pointed here "
-    "(gRPC: --otlp-traces-endpoint HOST:PORT; HTTP: "
-    "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf and http://HOST:PORT/v1/traces); "
-    "its exporter sends every 5 s, so give a window longer than that"
-)
+DEFAULT_OTLP = "grpc://127.0.0.1:4317"
+"""Where `vtop requests` listens when no address is given: OTLP/gRPC's own port."""
 
 
 def requests_parser() -> argparse.ArgumentParser:
@@ -37,16 +32,7 @@ def requests_parser() -> argparse.ArgumentParser:
         "and show the slowest requests: queue | prefill | decode, TTFT, tokens",
         epilog="exit codes: 0 spans received, 3 none arrived, 64 usage",
     )
-    command.add_argument(
-        "--otlp",
-        action="append",
-        metavar="ADDR",
-        help="listen here: grpc://HOST:PORT or http://HOST:PORT (path /v1/traces); "
-        "repeatable; the host is 127.0.0.1 unless given (grpc://127.0.0.1:4317)",
-    )
-    command.add_argument(
-        "--otlp-token", help="require `Authorization: Bearer TOKEN` on every export"
-    )
+    add_otlp_options(command)
     command.add_argument(
         "--window", type=float, default=30.0, help="seconds to receive spans for (30)"
     )
@@ -61,10 +47,11 @@ def requests_main(argv: list[str]) -> int:
     args = requests_parser().parse_args(argv)
     if args.window <= 0 or args.limit <= 0:
         raise CliError("vtop requests: --window and --limit must be positive")
+    settings = settings_from(args)
     try:
-        addresses = [parse_address(text) for text in args.otlp or ["grpc://127.0.0.1:4317"]]
+        addresses = [parse_address(text) for text in settings.otlp or (DEFAULT_OTLP,)]
         store = SpanStore()
-        with receiving(addresses, store, args.otlp_token) as bound:
+        with receiving(addresses, store, settings.otlp_token) as bound:
             time.sleep(args.window)
     except OtlpAddressError as error:
         raise CliError(f"vtop requests: --otlp {error}") from error

@@ -14,6 +14,7 @@ from vtop.core.session.diagnose import Diagnosis, FleetDiagnosis
 from vtop.core.session.router import RouterView
 from vtop.core.session.session import Mark
 from vtop.core.status import Status
+from vtop.text.requests import evidence_json, evidence_lines
 from vtop.text.stacks import last_words_json, last_words_lines, whereabouts_json, whereabouts_lines
 
 SCHEMA = "vtop.diagnose/2"
@@ -111,6 +112,9 @@ def text_report(diagnosis: Diagnosis) -> str:
     if diagnosis.verdict == Status.INCOMPLETE:
         lines.append("Not healthy yet: the window saw what no rule has judged.")
         lines += [f"  {line}" for line in diagnosis.not_judged]
+    elif diagnosis.requests is not None and diagnosis.requests.troubled:
+        if triage.primary is None or triage.primary.rule.severity == "info":
+            lines.append("No warning or critical finding in the metrics; the requests show one.")
     elif triage.primary is None or triage.primary.rule.severity == "info":
         lines.append("No warning or critical finding.")
     lines += _quality_lines(diagnosis)
@@ -120,6 +124,8 @@ def text_report(diagnosis: Diagnosis) -> str:
         lines += finding_lines(finding, "  ", diagnosis.config)
         lines += _shortened_hold(finding, diagnosis)
     lines += _process_lines(diagnosis)
+    if diagnosis.requests is not None:
+        lines += evidence_lines(diagnosis.requests)
     lines += _pending_lines(triage.pending)
     lines += _statistics_lines(diagnosis)
     if triage.unchecked:
@@ -314,6 +320,7 @@ def json_report(diagnosis: Diagnosis) -> dict[str, Any]:
         "last_words": None
         if diagnosis.last_words is None
         else last_words_json(diagnosis.last_words),
+        "requests": None if diagnosis.requests is None else evidence_json(diagnosis.requests),
     }
 
 

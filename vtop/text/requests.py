@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from vtop.core.ingest.sources.otlp import RequestSpan
+from vtop.core.session.request_findings import RequestEvidence, RequestFinding
 from vtop.core.session.request_view import TimeSplit
 
 BAR_WIDTH = 16
@@ -87,6 +88,7 @@ def span_json(span: RequestSpan) -> dict[str, Any]:
 
 
 def split_json(split: TimeSplit) -> dict[str, Any]:
+    """One band of the time split as JSON."""
     return {
         "band": split.band,
         "requests": split.requests,
@@ -96,4 +98,90 @@ def split_json(split: TimeSplit) -> dict[str, Any]:
         "decode": split.decode,
         "other": split.other,
         "phase": split.phase,
+    }
+
+
+TURN_ON = (
+    "no request span arrived: start vLLM with --otlp-traces-endpoint pointed here "
+    "(gRPC: --otlp-traces-endpoint HOST:PORT; HTTP: "
+    "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf and http://HOST:PORT/v1/traces); "
+    "its exporter sends every 5 s, so give a window longer than that"
+)
+"""What to do when no span arrived (the flag and the variable that turn them on)."""
+
+
+def _named(span: RequestSpan, what: str) -> str:
+    """`cmpl-7 (812 tokens, prefill 1.2s)`."""
+    return f"{span.request_id} ({what})"
+
+
+def finding_lines(finding: RequestFinding) -> list[str]:
+    """One request finding: what, the culprits and the victims by id, the fix, why."""
+    lines = [f"  [{finding.severity.upper()}] {finding.kind}: {finding.title}"]
+    if finding.kind == "head-of-line":
+        culprits = [
+            _named(s, f"{_n(s.prompt_tokens)} tokens, prefill {_s(s.prefill_s)}")
+            for s in finding.culprits
+        ]
+        lines.append(f"    long prompts: {', '.join(culprits)}")
+    else:
+        culprits = [
+            _named(s, f"{_n(s.output_tokens)}/{_n(s.max_tokens)} tokens, {_s(s.e2e_s)}")
+            for s in finding.culprits
+        ]
+        lines.append(f"    held the slots: {', '.join(culprits)}")
+    victims = [_named(s, f"queued {_s(s.queue_s)}") for s in finding.victims]
+    lines.append(f"    waited behind them: {', '.join(victims)}")
+    lines.append(f"    their wait covered by it: {finding.covered:.0%}")
+    lines += [f"    suggest: {change}" for change in finding.changes]
+    lines.append(f"    why: {finding.why}")
+    return lines
+
+
+def evidence_lines(evidence: RequestEvidence) -> list[str]:
+    """The REQUESTS section of a diagnosis: what the spans show, or how to turn them on."""
+    where = ", ".join(evidence.listening)
+    if not evidence.received:
+        return ["", f"REQUESTS (vLLM's spans, on {where})", f"  {TURN_ON}"]
+    lines = ["", f"REQUESTS ({evidence.received} finished in the window; vLLM's spans on {where})"]
+    for split in evidence.splits:
+        lines.append(
+            f"  {split.band} ({split.requests}, mean {_s(split.e2e_s)}): queue {split.queue:.0%},"
+            f" prefill {split.prefill:.0%}, decode {split.decode:.0%}"
+        )
+    for finding in evidence.triage.findings:
+        lines += finding_lines(finding)
+    if evidence.triage.outliers:
+        slow = [_named(s, f"e2e {_s(s.e2e_s)}") for s in evidence.triage.outliers]
+        lines.append(f"  slow, matching no known cause: {', '.join(slow)}")
+    if not evidence.triage.findings:
+        lines.append("  no request held up others (no head-of-line blocking, no slot hog)")
+    return lines
+
+
+def finding_json(finding: RequestFinding) -> dict[str, Any]:
+    """One request finding as JSON."""
+    return {
+        "kind": finding.kind,
+        "severity": finding.severity,
+        "title": finding.title,
+        "culprits": [span_json(span) for span in finding.culprits],
+        "victims": [span_json(span) for span in finding.victims],
+        "covered": finding.covered,
+        "changes": list(finding.changes),
+        "why": finding.why,
+    }
+
+
+def evidence_json(evidence: RequestEvidence) -> dict[str, Any]:
+    """The `requests` section of a diagnosis's JSON."""
+    return {
+        "listening": list(evidence.listening),
+        "received": evidence.received,
+        "dropped": evidence.dropped,
+        "refused": evidence.refused,
+        "time_split": [split_json(split) for split in evidence.splits],
+        "findings": [finding_json(finding) for finding in evidence.triage.findings],
+        "outliers": [span_json(span) for span in evidence.triage.outliers],
+        "slowest": [span_json(span) for span in evidence.slowest],
     }

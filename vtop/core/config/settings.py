@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from vtop.core.config.otlp_address import parse_address
 from vtop.core.config.panels import PANEL_NAMES
 
 API_KEY_ENV = "VLLM_API_KEY"
@@ -73,6 +74,11 @@ class Settings:
     prometheus_alerts: bool = False
     """With `prometheus`: read the alerts it fires for the exported rules and each server's
     headline figures, not every raw series (large fleets)."""
+    otlp: tuple[str, ...] = ()
+    """Where to receive vLLM's request spans: `grpc://HOST:PORT`, `http://HOST:PORT` (off
+    when empty; loopback unless a host is given)."""
+    otlp_token: str | None = None
+    """A bearer token every span export must carry (a secret: redacted like the API key)."""
 
 
 ENV_NAMES = {
@@ -91,6 +97,8 @@ ENV_NAMES = {
     "runbook_base": "VTOP_RUNBOOK_BASE",
     "probe_url": "VTOP_PROBE",
     "probe_interval_s": "VTOP_PROBE_INTERVAL",
+    "otlp": "VTOP_OTLP",
+    "otlp_token": "VTOP_OTLP_TOKEN",
 }
 
 
@@ -201,6 +209,8 @@ def _checked(name: str, items: tuple[str, ...]) -> tuple[str, ...]:
         raise ValueError(f"unknown panel(s) {', '.join(unknown)}; panels: {', '.join(PANEL_NAMES)}")
     if name == "rules_dir" and (missing := [d for d in items if not Path(d).is_dir()]):
         raise ValueError(f"rules directory {missing[0]}: no such directory")
+    if name == "otlp":
+        return tuple(str(parse_address(item)) for item in items)
     return items
 
 

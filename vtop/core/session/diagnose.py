@@ -15,6 +15,7 @@ from vtop.core.frame import Frame, ScrapeStatus, TargetScrape
 from vtop.core.ingest.quality import Defect
 from vtop.core.rules.engine import Engine, Triage, Unchecked
 from vtop.core.rules.rule import Rule
+from vtop.core.session.request_findings import RequestEvidence
 from vtop.core.session.router import RouterView, is_router, router_view
 from vtop.core.session.session import FLEET_TARGET, Mark, Session, alternation_text
 from vtop.core.session.unjudged import (
@@ -63,12 +64,15 @@ class Diagnosis:
     them fires: the stall)."""
     last_words: LastWords | None = None
     """Why the engine died, from the server's log (given when the server does not answer)."""
+    requests: RequestEvidence | None = None
+    """What vLLM's request spans of the window say (given when vtop received them)."""
 
     @property
     def verdict(self) -> Status:
-        """critical, warning, incomplete, ok, or unknown (could not diagnose); bad data, or a
-        problem the window saw without judging it, is never ok; an engine whose log records
-        its death, or whose stacks show it stuck, is critical."""
+        """critical, warning, incomplete, ok, or unknown (could not diagnose); bad data, a
+        problem the window saw without judging it, or requests that made others wait, is never
+        ok; an engine whose log records its death, or whose stacks show it stuck, is
+        critical."""
         if self.triage is None:
             stuck = isinstance(self.whereabouts, EngineWhereabouts) and self.whereabouts.stuck
             return Status.CRITICAL if self.last_words is not None or stuck else Status.UNKNOWN
@@ -76,6 +80,8 @@ class Diagnosis:
         if severity.troubled:
             return severity
         if self.data_quality or self.stopped_answering:
+            return Status.WARNING
+        if self.requests is not None and self.requests.troubled:
             return Status.WARNING
         return Status.INCOMPLETE if self.not_judged else Status.OK
 

@@ -22,7 +22,10 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from vtop.core.config.inference import is_inferred
+from vtop.core.config.server_config import ServerConfig
 from vtop.core.ingest.sources.otlp import RequestSpan
+from vtop.core.session.request_view import TimeSplit, ranked, time_split
 from vtop.core.status import Status
 
 MIN_REQUESTS = 5
@@ -104,15 +107,17 @@ def triage_requests(
     budget: int | None = None,
     cap: int | None = None,
     max_model_len: int | None = None,
+    inferred: frozenset[str] = frozenset(),
 ) -> RequestTriage:
     """Head-of-line blocking and slot hogs among the spans, and the outliers neither explains
-    (`budget`: max_num_batched_tokens, `cap`: max_num_seqs, when known)."""
+    (`budget`: max_num_batched_tokens, `cap`: max_num_seqs, when known; `inferred` names
+    those vtop inferred, which the findings say)."""
     timelines = [t for s in spans if (t := _timeline(s)) is not None]
     findings = [
         finding
         for finding in (
-            head_of_line(timelines, budget, max_model_len),
-            slot_hogs(timelines, cap),
+            head_of_line(timelines, budget, max_model_len, "max_num_batched_tokens" in inferred),
+            slot_hogs(timelines, cap, "max_num_seqs" in inferred),
         )
         if finding is not None
     ]
@@ -127,7 +132,10 @@ def triage_requests(
 
 
 def head_of_line(
-    timelines: list[_Timeline], budget: int | None, max_model_len: int | None = None
+    timelines: list[_Timeline],
+    budget: int | None,
+    max_model_len: int | None = None,
+    budget_inferred: bool = False,
 ) -> RequestFinding | None:
     """Short requests that waited while long prompts were prefilled, and were scheduled as a
     long prefill ended."""
@@ -169,7 +177,12 @@ def head_of_line(
         _prefill_changes(budget, p90_short, max_model_len),
         "a prompt longer than the step's token budget is prefilled in chunks, each taking the "
         "whole budget, and the requests behind it are scheduled only in its last chunk's step; "
-        "a long-prefill threshold caps its chunk so short requests join every step",
+        "a long-prefill threshold caps its chunk so short requests join every step"
+        + (
+            f" (the budget, {budget}, is inferred)"
+            if budget is not None and budget_inferred
+            else ""
+        ),
     )
 
 
@@ -197,7 +210,9 @@ def _prefill_changes(
     )
 
 
-def slot_hogs(timelines: list[_Timeline], cap: int | None) -> RequestFinding | None:
+def slot_hogs(
+    timelines: list[_Timeline], cap: int | None, cap_inferred: bool = False
+) -> RequestFinding | None:
     """Requests that waited for a slot while most slots ran generations to their max_tokens,
     far longer than the rest, and were scheduled as a request finished."""
     ended = [t for t in timelines if t.ended > t.scheduled]
@@ -228,7 +243,10 @@ def slot_hogs(timelines: list[_Timeline], cap: int | None) -> RequestFinding | N
     waits = sum(v.scheduled - v.queued for v, _ in victims)
     covered_share = sum((v.scheduled - v.queued) * c for v, c in victims) / waits
     typical = _percentile([t.span.output_tokens or 0 for t in others], 0.9)
-    cap_text = f"{cap}" if cap is not None else f"at least {slots} (inferred from the spans)"
+    if cap is None:
+        cap_text = f"at least {slots} (inferred from the spans)"
+    else:
+        cap_text = f"{cap} (inferred)" if cap_inferred else f"{cap}"
     return RequestFinding(
         "slot-hog",
         Status.WARNING,
@@ -302,3 +320,56 @@ def _percentile(values: list[int], q: float) -> float:
     """The q-quantile of the values (nearest rank)."""
     ordered = sorted(values)
     return float(ordered[min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1)])
+
+
+@dataclass(frozen=True)
+class RequestEvidence:
+    """What the window's request spans say, beside the metrics' triage."""
+
+    listening: tuple[str, ...]
+    """Where vtop received them."""
+    received: int
+    """Spans of requests that finished in the window."""
+    dropped: int
+    refused: int
+    splits: tuple[TimeSplit, ...]
+    triage: RequestTriage
+    slowest: tuple[RequestSpan, ...]
+
+    @property
+    def troubled(self) -> bool:
+        """A finding names requests that made others wait."""
+        return bool(self.triage.findings)
+
+
+def request_evidence(
+    spans: Sequence[RequestSpan],
+    window: tuple[float, float],
+    listening: Sequence[str],
+    config: ServerConfig,
+    dropped: int = 0,
+    refused: int = 0,
+) -> RequestEvidence:
+    """The spans of requests that finished in `window` (start, end), judged with the
+    server's budget, cap and context where known."""
+    start, end = window
+    inside = [s for s in spans if start <= s.end_s <= end]
+    budget, cap = config.number("max_num_batched_tokens"), config.number("max_num_seqs")
+    context = config.number("max_model_len")
+    inferred = frozenset(name for name, s in config.settings.items() if is_inferred(s))
+    triage = triage_requests(
+        inside,
+        budget=int(budget) if budget else None,
+        cap=int(cap) if cap else None,
+        max_model_len=int(context) if context else None,
+        inferred=inferred,
+    )
+    return RequestEvidence(
+        tuple(listening),
+        len(inside),
+        dropped,
+        refused,
+        tuple(time_split(inside)),
+        triage,
+        tuple(ranked(inside, "e2e", LISTED)),
+    )

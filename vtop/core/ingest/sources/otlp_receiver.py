@@ -15,7 +15,6 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent import futures
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
@@ -27,6 +26,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
+from vtop.core.config.otlp_address import TRACES_PATH, OtlpAddress, OtlpAddressError
 from vtop.core.ingest.sources.otlp import (
     MAX_EXPORT_BYTES,
     Decoded,
@@ -36,46 +36,12 @@ from vtop.core.ingest.sources.otlp import (
     spans_of,
 )
 
-TRACES_PATH = "/v1/traces"
 MAX_SPANS = 100_000
 """Spans kept (the newest): about 40 MB at most."""
 READ_TIMEOUT_S = 10.0
 """A sender that sends nothing for this long is cut (a slow or stalled client)."""
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
-
-
-class OtlpAddressError(ValueError):
-    """An --otlp address vtop cannot listen on (the text says why)."""
-
-
-@dataclass(frozen=True)
-class OtlpAddress:
-    """Where to listen: `grpc://HOST:PORT` or `http://HOST:PORT`."""
-
-    protocol: str
-    host: str
-    port: int
-
-    def __str__(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{self.protocol}://{host}:{self.port}"
-
-
-def parse_address(text: str) -> OtlpAddress:
-    """An --otlp value: `grpc://` or `http://`, a host (127.0.0.1 when left out), a port."""
-    parts = urlsplit(text if "://" in text else f"grpc://{text}")
-    if parts.scheme not in ("grpc", "http"):
-        raise OtlpAddressError(f"{text}: the scheme must be grpc:// or http://")
-    try:
-        port = parts.port
-    except ValueError as error:
-        raise OtlpAddressError(f"{text}: {error}") from error
-    if port is None:
-        raise OtlpAddressError(f"{text}: give a port (OTLP's are 4317 for gRPC, 4318 for HTTP)")
-    if parts.path not in ("", "/", TRACES_PATH):
-        raise OtlpAddressError(f"{text}: the HTTP receiver's path is {TRACES_PATH}")
-    return OtlpAddress(parts.scheme, parts.hostname or "127.0.0.1", port)
 
 
 class SpanStore:

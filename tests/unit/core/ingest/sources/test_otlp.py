@@ -17,12 +17,11 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
+from vtop.core.config.otlp_address import OtlpAddressError, parse_address
 from vtop.core.ingest.sources import otlp_receiver
 from vtop.core.ingest.sources.otlp import MAX_EXPORT_BYTES, SpanDecodeError, decode_export
 from vtop.core.ingest.sources.otlp_receiver import (
-    OtlpAddressError,
     SpanStore,
-    parse_address,
     receiving,
 )
 from vtop.core.session.request_view import ranked, time_split
