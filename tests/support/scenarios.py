@@ -22,10 +22,12 @@ SMALL_BUDGET = ServerSpec(
     max_num_batched_tokens=64,
     prefix_caching=False,
     max_model_len=1024,
+    otlp_protocol="grpc",
 )
 """A 64-token step budget with prefix caching off (as in the incident the URL-only triage once
 got wrong: the budget must be the primary, not the disabled cache); a context long enough for
-prompts that hold a step's budget for a dozen steps each."""
+prompts that hold a step's budget for a dozen steps each; its request spans go over OTLP/gRPC
+(the head-of-line test names the long prompts by them)."""
 ADMISSION_LIMITED = ServerSpec(max_num_seqs=2, max_num_queued_reqs=4, lora_adapters=3)
 """vLLM's admission limit: beyond four requests in the system, HTTP 503. It also serves three
 LoRA adapters with one slot (--max-loras 1), for the LoRA scenario: one start for both (the

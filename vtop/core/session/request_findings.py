@@ -149,8 +149,7 @@ def head_of_line(
     if not long or not short:
         return None
     step = _step_s(timelines)
-    slack = 2 * step
-    prefills = [(t.scheduled - slack, t.first_token + slack) for t in long]
+    prefills = [_prefill_reach(t, budget, step) for t in long]
     victims: list[tuple[_Timeline, float]] = []
     for request in short:
         waited = request.scheduled - request.queued
@@ -184,6 +183,16 @@ def head_of_line(
             else ""
         ),
     )
+
+
+def _prefill_reach(long: _Timeline, budget: int | None, step: float) -> tuple[float, float]:
+    """A long prompt's prefill, widened by two steps each side: a request behind it is
+    scheduled in its last chunk's step or the one after. A chunk's step is the prefill over
+    its chunks when the budget is known (a prefill step is longer than a decode step)."""
+    chunks = math.ceil((long.span.prompt_tokens or 0) / budget) if budget else 0
+    chunk_s = (long.first_token - long.scheduled) / chunks if chunks else 0.0
+    slack = 2 * max(step, chunk_s)
+    return long.scheduled - slack, long.first_token + slack
 
 
 def _prefill_changes(
