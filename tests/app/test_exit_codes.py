@@ -75,6 +75,8 @@ def test_the_documented_table_is_the_codes_the_code_returns() -> None:
         (("kv", "--layers", "32", "--kv-heads", "8", "--head-dim", "128", "--tp", "3"), "--tp 3"),
         (("help", "nosuch"), "no command 'nosuch'"),
         (("diagnose", "host:abc"), "the port must be a number"),
+        (("diagnose", DEMO, "--otlp", "grpc://127.0.0.1:4317"), "a recording holds none"),
+        (("requests", "--otlp", "zipkin://127.0.0.1:9411"), "the scheme must be grpc://"),
     ],
 )
 def test_usage_mistakes_are_one_line_and_64(args: tuple[str, ...], says: str) -> None:

@@ -53,6 +53,11 @@ def test_config_path_order(tmp_path: Path) -> None:
         ("interval_s = true\n", "config.toml:1: interval_s = True: expected float"),
         ("# mine\nrules_dir = 42\n", "config.toml:2: rules_dir = 42: expected a list of strings"),
         ("history_s = -5\n", "config.toml:1: history_s = -5: must be a positive number"),
+        (
+            "# spans\notlp = ['zipkin://a:9411']\n",
+            "config.toml:2: otlp: zipkin://a:9411: the scheme",
+        ),
+        ("otlp = ['grpc://127.0.0.1']\n", "give a port"),
     ],
 )
 def test_bad_config_names_the_file_and_setting(tmp_path: Path, text: str, message: str) -> None:
@@ -81,3 +86,10 @@ def test_a_config_file_that_is_not_text_or_not_a_file_is_named(tmp_path: Path) -
 def test_a_missing_file_named_by_vtop_config_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(SettingsError, match=r"nope.toml: no such file \(named by \$VTOP_CONFIG\)"):
         load_settings({}, {"VTOP_CONFIG": str(tmp_path / "nope.toml")})
+
+
+def test_the_span_receivers_are_read_as_addresses(tmp_path: Path) -> None:
+    env = write_config(tmp_path, "otlp = ['grpc://:4317', 'http://0.0.0.0:4318/v1/traces']\n")
+    settings = load_settings({"otlp_token": "s3cret-token"}, env)
+    assert settings.otlp == ("grpc://127.0.0.1:4317", "http://0.0.0.0:4318")
+    assert settings.otlp_token == "s3cret-token"
