@@ -91,7 +91,8 @@ def the_finding(ran: Ran, kind: str) -> dict[str, Any]:
     found = [f for f in requests["findings"] if f["kind"] == kind]
     assert found, json.dumps(requests, indent=1)[:4000]
     assert report["verdict"] != "ok"
-    return found[0]
+    finding: dict[str, Any] = found[0]
+    return finding
 
 
 def ids(spans: list[dict[str, Any]]) -> set[str]:

@@ -280,6 +280,10 @@ class ProbeResult:
     """The stream ended with `data: [DONE]`."""
     headers: tuple[tuple[str, str], ...] = ()
     body_bytes: int = 0
+    request_id: str = ""
+    """The X-Request-Id it was sent with (vLLM's request id contains it)."""
+    trace_id: str = ""
+    """The W3C trace id of the traceparent it was sent with (vLLM's span continues it)."""
 
     @property
     def ok(self) -> bool:

@@ -11,6 +11,8 @@ back looks like: every token in one read, after the whole answer was generated.
 
 from __future__ import annotations
 
+import dataclasses
+import secrets
 import time
 import zlib
 from dataclasses import dataclass, field
@@ -117,6 +119,33 @@ def request_body(options: ProbeOptions, model: str) -> dict[str, Any]:
     return body
 
 
+@dataclass(frozen=True)
+class Identity:
+    """A canary's request id and W3C trace context: the engine's span of it is found by them."""
+
+    request_id: str
+    trace_id: str
+    span_id: str
+
+    @staticmethod
+    def new() -> Identity:
+        """Fresh random ids (the request id names vtop, so an operator knows its canaries)."""
+        return Identity(
+            f"vtop-canary-{secrets.token_hex(6)}", secrets.token_hex(16), secrets.token_hex(8)
+        )
+
+    def headers(self) -> dict[str, str]:
+        """`X-Request-Id` and `traceparent` (sampled)."""
+        return {
+            "X-Request-Id": self.request_id,
+            "traceparent": f"00-{self.trace_id}-{self.span_id}-01",
+        }
+
+    def on(self, result: ProbeResult) -> ProbeResult:
+        """The result, marked with these ids."""
+        return dataclasses.replace(result, request_id=self.request_id, trace_id=self.trace_id)
+
+
 class ProbeSource:
     """Sends canaries through one URL; keeps its connection pool and the model name."""
 
@@ -147,42 +176,56 @@ class ProbeSource:
         return self._model
 
     async def probe(self) -> ProbeResult:
-        """One canary; every failure is a result, never an exception."""
+        """One canary, sent with its own X-Request-Id and W3C traceparent (vLLM's span of it
+        carries both); every failure is a result, never an exception."""
         started = time.time()
         begun = time.monotonic()
+        marks = Identity.new()
         model = await self.model()
         endpoint = self.options.endpoint
         if model is None:
-            return ProbeResult(
-                self.url, endpoint, started, error="no model: /v1/models did not answer"
+            return marks.on(
+                ProbeResult(
+                    self.url, endpoint, started, error="no model: /v1/models did not answer"
+                )
             )
         path = "/v1/chat/completions" if endpoint == "chat" else "/v1/completions"
         body = request_body(self.options, model)
         try:
-            return await self._stream(path, body, started, begun)
+            return marks.on(await self._stream(path, body, started, begun, marks.headers()))
         except httpx.TimeoutException:
-            return ProbeResult(
-                self.url,
-                endpoint,
-                started,
-                error=f"no complete answer within {self.options.timeout_s:g} s",
-                duration_s=time.monotonic() - begun,
+            return marks.on(
+                ProbeResult(
+                    self.url,
+                    endpoint,
+                    started,
+                    error=f"no complete answer within {self.options.timeout_s:g} s",
+                    duration_s=time.monotonic() - begun,
+                )
             )
         except httpx.HTTPError as error:
-            return ProbeResult(
-                self.url,
-                endpoint,
-                started,
-                error=f"{type(error).__name__}: {redact.redactor().text(str(error))}",
-                duration_s=time.monotonic() - begun,
+            return marks.on(
+                ProbeResult(
+                    self.url,
+                    endpoint,
+                    started,
+                    error=f"{type(error).__name__}: {redact.redactor().text(str(error))}",
+                    duration_s=time.monotonic() - begun,
+                )
             )
 
     async def _stream(
-        self, path: str, body: dict[str, Any], started: float, begun: float
+        self,
+        path: str,
+        body: dict[str, Any],
+        started: float,
+        begun: float,
+        headers: dict[str, str],
     ) -> ProbeResult:
         """Send, read the body read by read, and say what arrived when."""
         deadline = begun + self.options.timeout_s
-        async with self._client.stream("POST", self.base_url + path, json=body) as response:
+        url = self.base_url + path
+        async with self._client.stream("POST", url, json=body, headers=headers) as response:
             kept = tuple((k, v) for k in SHOWN_HEADERS if (v := response.headers.get(k)))
             decoder = _decoder(response.headers.get("content-encoding"))
             reading = _Reading(started)

@@ -66,3 +66,27 @@ async def test_steps_with_no_text_are_tokens_and_the_role_and_usage_events_are_n
             await source.close()
     assert canary.ok, canary
     assert (canary.tokens, canary.usage_tokens) == (len(TEXTS), len(TEXTS)), canary
+
+
+async def test_each_canary_carries_its_own_request_id_and_trace_context() -> None:
+    seen: list[tuple[str | None, str | None]] = []
+
+    class Recording(streaming("completions")):  # type: ignore[misc]
+        def do_POST(self) -> None:  # noqa: N802 (the name http.server calls)
+            seen.append((self.headers.get("X-Request-Id"), self.headers.get("traceparent")))
+            super().do_POST()
+
+    with serving_handler(Recording) as url:
+        source = ProbeSource(url, ProbeOptions(max_tokens=len(TEXTS), timeout_s=5))
+        try:
+            canaries = [await source.probe(), await source.probe()]
+        finally:
+            await source.close()
+    assert len(seen) == 2 and seen[0] != seen[1]
+    for canary, (request_id, parent) in zip(canaries, seen, strict=True):
+        assert canary.ok and request_id == canary.request_id
+        assert canary.request_id.startswith("vtop-canary-")
+        assert parent is not None
+        version, trace, span, flags = parent.split("-")
+        assert (version, flags, trace) == ("00", "01", canary.trace_id)
+        assert len(trace) == 32 and len(span) == 16
