@@ -68,9 +68,15 @@ async def test_a_held_back_stream_is_found_and_the_clean_path_is_quiet(
         lumped = [await canary(url, endpoint) for endpoint in ("completions", "chat")]
         for probe in lumped:  # the precondition: this config really delivers in a lump
             assert probe.ok and len(probe.reads) <= 2 and probe.tokens >= 8, probe
-        code, report = probe_json(url, server.url)
+        spans = f"http://127.0.0.1:{server.otlp_port}"
+        code, report = probe_json(url, server.url, "--otlp", spans)
         assert code == 2 and report["verdict"] == "critical", figures(report)
         assert "F1" in path_ids(report), figures(report)
+        for sent in report["canaries"]:  # vLLM's span of each canary: the path held it
+            engine = sent["engine_span"]
+            assert engine is not None and sent["request_id"] in engine["request_id"], sent
+            assert engine["ttft_s"] < sent["first_token_s"], sent
+            assert engine["path_s"] >= 0.5 * sent["first_token_s"], sent
         f1 = next(f for f in report["findings"] if f["id"] == "F1")
         assert "proxy_buffering off" in json.dumps(f1["changes"])
         diagnosed = vtop(

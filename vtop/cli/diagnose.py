@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import dataclasses
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,12 +24,12 @@ from vtop.cli.options import (
     step_profiles_of,
     warn_unkept,
 )
+from vtop.cli.spans import listening_for_spans, wait_for_last_spans
 from vtop.core.config.effective_config import DiagnoseOptions
-from vtop.core.config.otlp_address import OtlpAddressError, parse_address
 from vtop.core.config.settings import DEFAULT_URL, Settings
 from vtop.core.frame import Frame
 from vtop.core.ingest.open_feed import first_server, open_feed, scrape_options
-from vtop.core.ingest.sources.otlp_receiver import SpanStore, receiving
+from vtop.core.ingest.sources.otlp_receiver import SpanStore
 from vtop.core.ingest.sources.prometheus import PrometheusError, past_window
 from vtop.core.ingest.window import window_frames
 from vtop.core.ops.process_evidence import with_process_evidence
@@ -140,28 +138,6 @@ def window_of(
 
 
 PROGRESS_EVERY_S = 10.0
-SPANS_AFTER_S = 5.5
-"""How long a diagnosis that receives spans waits after its window: vLLM's batch exporter
-sends every 5 s (OpenTelemetry's default schedule), so the last requests' spans come later."""
-
-
-@contextlib.contextmanager
-def listening_for_spans(
-    settings: Settings, path: Path | None, spans: SpanStore
-) -> Iterator[list[str]]:
-    """The OTLP receivers of the settings' `otlp` addresses, open for the window (none when
-    there are none); a recording holds no spans, so it is refused with them."""
-    if not settings.otlp:
-        yield []
-        return
-    if path is not None:
-        raise CliError("--otlp receives vLLM's spans live: a recording holds none")
-    try:
-        addresses = [parse_address(text) for text in settings.otlp]
-        with receiving(addresses, spans, settings.otlp_token) as bound:
-            yield bound
-    except OtlpAddressError as error:
-        raise CliError(f"vtop diagnose: --otlp {error}") from error
 
 
 @dataclass
@@ -197,16 +173,10 @@ def diagnose_main(argv: list[str]) -> int:
     if args.prometheus:
         return from_prometheus(args, settings, rules, options)
     spans = SpanStore()
-    with listening_for_spans(settings, path, spans) as bound:
+    with listening_for_spans("vtop diagnose", settings, path, spans) as bound:
         frames, options = window_of(args, path, settings, options, rules)
         if bound and any(scrape.ok for frame in frames for scrape in frame.scrapes):
-            print(
-                f"vtop diagnose: waiting {SPANS_AFTER_S:g} s for the spans of the window's "
-                "last requests (vLLM exports them in batches)",
-                file=sys.stderr,
-                flush=True,
-            )
-            time.sleep(SPANS_AFTER_S)
+            wait_for_last_spans("vtop diagnose", "the window's last requests")
     targets = [scrape.target for frame in frames for scrape in frame.scrapes]
     target = args.target or (targets[0] if targets else "unknown")
     diagnosis, session = judged_diagnosis(target, frames, rules, options)

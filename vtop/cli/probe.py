@@ -8,6 +8,7 @@ import dataclasses
 
 from vtop.cli.errors import CliError
 from vtop.cli.options import (
+    add_otlp_options,
     add_rules_option,
     add_target_options,
     parser,
@@ -16,10 +17,12 @@ from vtop.cli.options import (
     rules_of,
     settings_from,
 )
+from vtop.cli.spans import listening_for_spans, wait_for_last_spans
 from vtop.core.config.settings import server_url
 from vtop.core.ingest.open_feed import open_canary_feed, probe_options
+from vtop.core.ingest.sources.otlp_receiver import SpanStore
 from vtop.core.ingest.sources.probe import ProbeOptions
-from vtop.core.ops.front_door import probe_front_door
+from vtop.core.ops.front_door import probe_front_door, with_canary_spans
 from vtop.core.strict_json import strict_json
 from vtop.text.fold import fold, terminal_width
 from vtop.text.probe import json_probe, text_probe
@@ -51,6 +54,7 @@ def probe_parser() -> argparse.ArgumentParser:
     )
     probe.add_argument("--json", action="store_true", help="print the JSON report")
     add_rules_option(probe)
+    add_otlp_options(probe)
     add_target_options(probe)
     return probe
 
@@ -66,7 +70,13 @@ def probe_main(argv: list[str]) -> int:
     )
     endpoints = ENDPOINTS[args.endpoint]
     feed = open_canary_feed(settings, url, engine, endpoints, args.count, options)
-    door = asyncio.run(probe_front_door(feed, rules_of(settings)))
+    spans = SpanStore()
+    with listening_for_spans("vtop probe", settings, None, spans) as bound:
+        door = asyncio.run(probe_front_door(feed, rules_of(settings)))
+        if bound and any(canary.first_token_s is not None for canary in door.canaries):
+            wait_for_last_spans("vtop probe", "the canaries")
+    if bound:
+        door = with_canary_spans(door, spans.spans(), bound)
     if door.unanswered is not None and not args.json:
         raise CliError(
             f"probe: {url}: no canary got a streamed answer: {door.unanswered}", door.exit_code

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from vtop.core.frame import ProbeResult
-from vtop.core.ops.front_door import FrontDoor
+from vtop.core.ops.front_door import FrontDoor, path_time_s
 from vtop.text.report import finding_lines
+from vtop.text.requests import TURN_ON, span_json
 
 SCHEMA = "vtop.probe/1"
 
@@ -69,6 +70,7 @@ def text_probe(door: FrontDoor) -> str:
         if client and engine.ttft_mean_s:
             ratio = (sum(client) / len(client)) / engine.ttft_mean_s
             lines.append(f"  the user's first token came {ratio:.1f}x later than the engine's")
+    lines += canary_span_lines(door)
     if door.unanswered is not None:
         lines += ["", f"PATH: not judged: no canary got a streamed answer: {door.unanswered}"]
     else:
@@ -83,6 +85,30 @@ def text_probe(door: FrontDoor) -> str:
     return "\n".join(lines)
 
 
+def canary_span_lines(door: FrontDoor) -> list[str]:
+    """Each canary's time in the engine (vLLM's span of it) beside the client's: what the path
+    added to its first token. Nothing when vtop did not listen for spans."""
+    if not door.listening:
+        return []
+    lines = ["", f"ENGINE, CANARY BY CANARY (vLLM's spans on {', '.join(door.listening)})"]
+    if not door.spans:
+        return [*lines, f"  {TURN_ON}"]
+    for canary in door.canaries:
+        span = door.span_of(canary)
+        head = f"  {canary.endpoint} {canary.request_id}: "
+        if span is None:
+            lines.append(head + "no span arrived for it")
+            continue
+        engine = (
+            f"first token {_s(span.ttft_s)} in the engine (queue {_s(span.queue_s)}, "
+            f"prefill {_s(span.prefill_s)})"
+        )
+        path = path_time_s(canary, span)
+        client = f"; the client's {_s(canary.first_token_s)}: {_s(path)} on the path"
+        lines.append(head + engine + (client if path is not None else ""))
+    return lines
+
+
 def json_probe(door: FrontDoor) -> dict[str, Any]:
     """The report as data."""
     return {
@@ -90,7 +116,8 @@ def json_probe(door: FrontDoor) -> dict[str, Any]:
         "url": door.url,
         "verdict": door.verdict,
         "exit_code": door.exit_code,
-        "canaries": [canary_json(probe) for probe in door.canaries],
+        "canaries": [canary_json(probe, door) for probe in door.canaries],
+        "listening": list(door.listening),
         "engine": {
             "target": door.engine.target,
             "ttft_mean_s": door.engine.ttft_mean_s,
@@ -115,10 +142,16 @@ def json_probe(door: FrontDoor) -> dict[str, Any]:
     }
 
 
-def canary_json(probe: ProbeResult) -> dict[str, Any]:
-    """One canary as data."""
+def canary_json(probe: ProbeResult, door: FrontDoor | None = None) -> dict[str, Any]:
+    """One canary as data (with the engine's span of it, when one arrived)."""
+    span = door.span_of(probe) if door is not None else None
     return {
         "endpoint": probe.endpoint,
+        "request_id": probe.request_id or None,
+        "trace_id": probe.trace_id or None,
+        "engine_span": None
+        if span is None
+        else {**span_json(span), "path_s": path_time_s(probe, span)},
         "status": probe.status,
         "ok": probe.ok,
         "error": probe.error or None,

@@ -9,6 +9,7 @@ and the others', which the report says.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections.abc import Awaitable
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from vtop.core.frame import Frame, ProbeResult
 from vtop.core.ingest.canary_feed import CanaryFeed
 from vtop.core.ingest.feeds import sample
 from vtop.core.ingest.poller import poll
+from vtop.core.ingest.sources.otlp import RequestSpan
 from vtop.core.ingest.sources.vllm_http import ScrapeOptions, VllmHttpSource
 from vtop.core.rules.engine import Finding
 from vtop.core.rules.rule import Rule
@@ -52,6 +54,16 @@ class FrontDoor:
     canaries: tuple[ProbeResult, ...]
     engine: EngineView
     findings: tuple[Finding, ...]
+    spans: tuple[RequestSpan, ...] = ()
+    """vLLM's own spans of the canaries (found by their trace ids), when spans were received."""
+    listening: tuple[str, ...] = ()
+    """Where vtop received spans (empty: it did not listen)."""
+
+    def span_of(self, canary: ProbeResult) -> RequestSpan | None:
+        """The engine's span of a canary (None: none arrived for it)."""
+        return next(
+            (s for s in self.spans if canary.trace_id and s.trace_id == canary.trace_id), None
+        )
 
     @property
     def verdict(self) -> Status:
@@ -154,6 +166,22 @@ async def beside_engine(
     answered = [t for t, view in session.targets.items() if view.last_ok_scrape is not None]
     target = answered[0] if answered else None
     return result, engine_view(session, target, after.timestamp, [before, after])
+
+
+def with_canary_spans(door: FrontDoor, spans: list[RequestSpan], listening: list[str]) -> FrontDoor:
+    """The front door with vLLM's spans of its canaries (their trace ids; vLLM continues the
+    canary's traceparent), and where they were received."""
+    traces = {canary.trace_id for canary in door.canaries if canary.trace_id}
+    mine = tuple(span for span in spans if span.trace_id in traces)
+    return dataclasses.replace(door, spans=mine, listening=tuple(listening))
+
+
+def path_time_s(canary: ProbeResult, span: RequestSpan) -> float | None:
+    """What the path added to the canary's first token: the client's time to it less the
+    engine's (from the request's arrival at vLLM's API server)."""
+    if canary.first_token_s is None or span.ttft_s is None:
+        return None
+    return max(0.0, canary.first_token_s - span.ttft_s)
 
 
 def held_back(client_ttft_s: float | None, client_tpot_s: float | None, engine: EngineView) -> bool:
