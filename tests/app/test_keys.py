@@ -3,11 +3,14 @@ footer fits 80 columns: the real app driven by its Pilot."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable
 
 from tests.support.app import replay_app, screen_text, wait_for
 from tests.support.storm import storm
+from vtop.core.frame import RequestSpan
 from vtop.ui.app import VtopApp
 from vtop.ui.keys import UNAVAILABLE
 from vtop.ui.screens.fleet import FleetScreen
@@ -76,3 +79,30 @@ async def test_the_footer_fits_80_columns_without_cutting_a_word() -> None:
         footer = screen_text(app).splitlines()[-1]
         assert "- slow" in footer and "? help" in footer, footer
         assert "…" not in footer, footer
+
+
+def span(name: str, queued: float, scheduled: float, end: float, prompt: int = 40) -> RequestSpan:
+    """A request as vLLM's span tells it (first token 20 ms after it is scheduled)."""
+    first = scheduled + 0.02
+    return RequestSpan(
+        name, name, "", queued, end, scheduled - queued, first - queued, 0.02, end - first,
+        end - scheduled, end - queued, prompt, 16, 16,
+    )  # fmt: skip
+
+
+async def test_r_shows_the_recorded_requests_and_who_held_up_whom() -> None:
+    frames = [storm(t) for t in range(20)]
+    hogs = [span(f"hog-{i}", 1.0, 1.0, 15.0) for i in range(2)]
+    hogs = [dataclasses.replace(h, output_tokens=300, max_tokens=300) for h in hogs]
+    waited = [span(f"wait-{i}", 2.0 + i, 15.01, 15.4) for i in range(4)]
+    calm = [span(f"calm-{i}", 16.0 + i / 4, 16.0 + i / 4, 16.3 + i / 4) for i in range(4)]
+    frames[18] = dataclasses.replace(frames[18], spans=(*hogs, *waited, *calm))
+    app = replay_app(frames)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: app.session.now == 19.0 and len(app.session.spans) == 10)
+        await pilot.press("R")
+        await pilot.pause(0.2)
+        assert isinstance(app.screen, TextScreen)
+        shown = str(app.screen.body)
+        assert "10 request(s) finished" in shown and "slot-hog" in shown, shown
+        assert "hog-0" in shown and "wait-0" in shown, shown

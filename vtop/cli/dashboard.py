@@ -12,6 +12,7 @@ from pathlib import Path
 from vtop.cli.errors import CliError
 from vtop.cli.frames import read_frames
 from vtop.cli.options import (
+    add_otlp_options,
     add_probe_options,
     add_target_options,
     add_view_options,
@@ -21,9 +22,9 @@ from vtop.cli.options import (
     rules_of,
     settings_from,
 )
+from vtop.cli.spans import open_feed_with_spans
 from vtop.core.config.settings import DEFAULT_URL, Settings
 from vtop.core.ingest.feeds import Feed, ReplayFeed
-from vtop.core.ingest.open_feed import open_feed
 from vtop.core.managed_server import ManagedServer
 from vtop.text.plain import run_plain
 
@@ -56,6 +57,7 @@ def monitor_parser() -> argparse.ArgumentParser:
     )
     add_view_options(watch)
     add_probe_options(watch)
+    add_otlp_options(watch)
     add_target_options(watch)
     return watch
 
@@ -74,7 +76,7 @@ def monitor_main(argv: list[str]) -> int:
     if settings.prometheus_alerts and not settings.prometheus:
         raise CliError("--alerts reads a Prometheus server's alerts: give --prometheus URL")
     record = Path(args.record) if args.record else None
-    feed = open_feed(settings, gpus=not args.no_gpu, record=record)
+    feed = open_feed_with_spans(settings, gpus=not args.no_gpu, record=record)
     if args.plain or args.once:
         return plain_lines(settings, feed, args.samples if args.once else None)
     return run_dashboard(settings, feed)

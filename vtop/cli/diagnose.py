@@ -183,10 +183,15 @@ def diagnose_main(argv: list[str]) -> int:
     if path is None:
         url = settings.urls[0] if settings.urls else DEFAULT_URL
         diagnosis = with_process_evidence(diagnosis, url, options.vllm_log)
-    if bound and frames:
+    recorded = [span for frame in frames for span in frame.spans]
+    if frames and (bound or recorded):
         window = (frames[0].timestamp, frames[-1].timestamp)
-        found = request_evidence(
-            spans.spans(), window, bound, diagnosis.config, spans.dropped, spans.refused
+        found = (
+            request_evidence(
+                spans.spans(), window, bound, diagnosis.config, spans.dropped, spans.refused
+            )
+            if bound
+            else request_evidence(recorded, window, ["the recording"], diagnosis.config)
         )
         diagnosis = dataclasses.replace(diagnosis, requests=found)
     predictions = None

@@ -9,10 +9,10 @@ from pathlib import Path
 
 from vtop.cli.errors import CliError
 from vtop.cli.frames import EXIT_NO_DATA, never_answered
-from vtop.cli.options import add_target_options, parser, settings_from
+from vtop.cli.options import add_otlp_options, add_target_options, parser, settings_from
+from vtop.cli.spans import open_feed_with_spans
 from vtop.core.config.settings import DEFAULT_URL
 from vtop.core.ingest.feeds import Feed, sample
-from vtop.core.ingest.open_feed import open_feed
 from vtop.core.ingest.recorder import RecordingWriter
 
 
@@ -39,6 +39,7 @@ def record_parser() -> argparse.ArgumentParser:
     recorder.add_argument("-o", "--output", type=Path, required=True, help="recording file")
     recorder.add_argument("--interval", type=float, help="seconds between scrapes (1)")
     recorder.add_argument("--duration", type=float, help="stop after N seconds (default: never)")
+    add_otlp_options(recorder)
     add_target_options(recorder)
     return recorder
 
@@ -49,7 +50,7 @@ def record_main(argv: list[str]) -> int:
     settings = settings_from(args, urls=tuple(args.urls) or None)
     try:
         count, silent = asyncio.run(
-            record(open_feed(settings, gpus=not args.no_gpu), args.output, args.duration)
+            record(open_feed_with_spans(settings, gpus=not args.no_gpu), args.output, args.duration)
         )
     except KeyboardInterrupt:
         print(f"stopped; {args.output} holds every complete frame", file=sys.stderr)

@@ -7,8 +7,11 @@ import argparse
 import time
 
 from vtop.cli.errors import CliError
+from vtop.cli.frames import file_argument, read_frames
 from vtop.cli.options import add_otlp_options, parser, settings_from
 from vtop.core.config.otlp_address import OtlpAddressError, parse_address
+from vtop.core.config.settings import Settings
+from vtop.core.frame import RequestSpan
 from vtop.core.ingest.sources.otlp_receiver import (
     SpanStore,
     receiving,
@@ -21,6 +24,10 @@ from vtop.text.requests import TURN_ON, requests_lines, span_json, split_json
 
 SCHEMA = "vtop.requests/1"
 DEFAULT_OTLP = "grpc://127.0.0.1:4317"
+NONE_RECORDED = (
+    "this recording holds no request span: record with `vtop record --otlp ADDR` (or the "
+    "dashboard with --otlp and --record) while vLLM exports its spans there"
+)
 """Where `vtop requests` listens when no address is given: OTLP/gRPC's own port."""
 
 
@@ -38,8 +45,34 @@ def requests_parser() -> argparse.ArgumentParser:
     )
     command.add_argument("--sort", choices=sorted(SORTS), default="e2e", help="rank by (e2e)")
     command.add_argument("--limit", type=int, default=20, help="requests listed (20)")
+    command.add_argument(
+        "recording",
+        nargs="?",
+        help="a recording or bundle: the spans it holds (vtop record --otlp ADDR), not a "
+        "window of listening",
+    )
     command.add_argument("--json", action="store_true", help="print JSON")
     return command
+
+
+def listen(settings: Settings, store: SpanStore, window_s: float) -> list[str]:
+    """Receive spans for the window on the settings' addresses (OTLP/gRPC's own port when
+    none); the addresses as bound."""
+    try:
+        addresses = [parse_address(text) for text in settings.otlp or (DEFAULT_OTLP,)]
+        with receiving(addresses, store, settings.otlp_token) as bound:
+            time.sleep(window_s)
+    except OtlpAddressError as error:
+        raise CliError(f"vtop requests: --otlp {error}") from error
+    return bound
+
+
+def recorded_spans(text: str) -> list[RequestSpan]:
+    """The spans a recording or bundle holds (frames written while vtop listened for them)."""
+    path = file_argument(text)
+    if path is None:
+        raise CliError(f"vtop requests: {text}: no such recording or bundle")
+    return [span for frame in read_frames(path) for span in frame.spans]
 
 
 def requests_main(argv: list[str]) -> int:
@@ -48,20 +81,18 @@ def requests_main(argv: list[str]) -> int:
     if args.window <= 0 or args.limit <= 0:
         raise CliError("vtop requests: --window and --limit must be positive")
     settings = settings_from(args)
-    try:
-        addresses = [parse_address(text) for text in settings.otlp or (DEFAULT_OTLP,)]
-        store = SpanStore()
-        with receiving(addresses, store, settings.otlp_token) as bound:
-            time.sleep(args.window)
-    except OtlpAddressError as error:
-        raise CliError(f"vtop requests: --otlp {error}") from error
-    spans = store.spans()
+    store = SpanStore()
+    if args.recording is not None:
+        spans, bound = recorded_spans(args.recording), [args.recording]
+        received = f"{len(spans)} request span(s) in {args.recording}"
+    else:
+        bound = listen(settings, store, args.window)
+        spans = store.spans()
+        received = f"{len(spans)} request span(s) in {args.window:g} s on {', '.join(bound)}"
     listed = ranked(spans, args.sort, args.limit)
     splits = time_split(spans)
-    received = (
-        f"{len(spans)} request span(s) in {args.window:g} s on {', '.join(bound)}"
-        + (f"; {store.dropped} dropped (oldest)" if store.dropped else "")
-        + (f"; {store.refused} export(s) refused" if store.refused else "")
+    received += (f"; {store.dropped} dropped (oldest)" if store.dropped else "") + (
+        f"; {store.refused} export(s) refused" if store.refused else ""
     )
     if args.json:
         print(
@@ -79,5 +110,6 @@ def requests_main(argv: list[str]) -> int:
         )
     else:
         lines = requests_lines(listed, splits, received)
-        print(fold("\n".join(lines if spans else [received, TURN_ON]), terminal_width()))
+        why = TURN_ON if args.recording is None else NONE_RECORDED
+        print(fold("\n".join(lines if spans else [received, why]), terminal_width()))
     return ExitCode.OK if spans else ExitCode.UNKNOWN

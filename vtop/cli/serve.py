@@ -10,9 +10,9 @@ import time
 
 from vtop.cli.dashboard import run_dashboard
 from vtop.cli.errors import CliError
-from vtop.cli.options import add_view_options, parser, settings_from
+from vtop.cli.options import add_otlp_options, add_view_options, parser, settings_from
+from vtop.cli.spans import open_feed_with_spans, vllm_tracing
 from vtop.core.forensics.last_words import why_it_exited
-from vtop.core.ingest.open_feed import open_feed
 from vtop.core.manage.apply import wait_ready
 from vtop.core.manage.process import ProcessError, port_of, start, stop
 from vtop.core.managed_server import (
@@ -48,6 +48,7 @@ def serve_parser() -> argparse.ArgumentParser:
     serve.add_argument("--ready-timeout", type=float, default=900.0, help="seconds to wait")
     serve.add_argument("--interval", type=float, help="seconds between scrapes (1)")
     add_view_options(serve)
+    add_otlp_options(serve)
     return serve
 
 
@@ -68,8 +69,9 @@ def serve_main(argv: list[str]) -> int:
     """Run `vtop serve`."""
     own, vllm_args = split_vllm_args(argv)
     args = serve_parser().parse_args(own)
-    command = shlex.split(args.command) + vllm_args
-    env = dict(item.split("=", 1) for item in args.env if "=" in item)
+    tracing, tracing_env = vllm_tracing(settings_from(args))
+    command = shlex.split(args.command) + vllm_args + tracing
+    env = tracing_env | dict(item.split("=", 1) for item in args.env if "=" in item)
     name = args.name or f"vllm-{port_of(command)}"
     if running(name) is not None:
         raise CliError(f"{name} is already running; `vtop attach {name}`")
@@ -103,7 +105,7 @@ def watch(state: ManagedServer, args: argparse.Namespace) -> int:
     """The dashboard on a managed server, with its log."""
     vllm_args = args.vllm_args or shlex.join(state.argv)
     settings = settings_from(args, urls=(state.url,), vllm_args=vllm_args)
-    feed = open_feed(settings, server=state)
+    feed = open_feed_with_spans(settings, server=state)
     return run_dashboard(settings, feed, server=state, readonly=args.readonly)
 
 

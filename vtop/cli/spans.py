@@ -1,5 +1,7 @@
-"""Receiving vLLM's request spans beside a command (`--otlp`, or `otlp` in the settings): the
-receivers open for the command's window, then a wait for the spans of its last requests."""
+"""Receiving vLLM's request spans beside a command (`--otlp`, or `otlp` in the settings): a
+feed that carries them in its frames (the dashboard, `record`, `serve`), or receivers open for
+a one-shot command's window and a wait for its last requests' spans (`diagnose`, `probe`); and
+the flags that point a vLLM vtop starts at them."""
 
 from __future__ import annotations
 
@@ -8,10 +10,13 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from vtop.cli.errors import CliError
-from vtop.core.config.otlp_address import OtlpAddressError, parse_address
+from vtop.core.config.otlp_address import TRACES_PATH, OtlpAddressError, parse_address
 from vtop.core.config.settings import Settings
+from vtop.core.ingest.feeds import Feed
+from vtop.core.ingest.open_feed import open_feed
 from vtop.core.ingest.sources.otlp_receiver import SpanStore, receiving
 
 SPANS_AFTER_S = 5.5
@@ -47,3 +52,28 @@ def wait_for_last_spans(command: str, what: str) -> None:
         flush=True,
     )
     time.sleep(SPANS_AFTER_S)
+
+
+def open_feed_with_spans(settings: Settings, **kwargs: Any) -> Feed:
+    """`open_feed`, listening for vLLM's spans on the settings' `otlp` addresses (a port that
+    cannot be bound is a usage error, said in one line)."""
+    try:
+        return open_feed(settings, spans=True, **kwargs)
+    except OtlpAddressError as error:
+        raise CliError(f"--otlp {error}") from error
+
+
+def vllm_tracing(settings: Settings) -> tuple[list[str], dict[str, str]]:
+    """The `vllm serve` flags and environment that point vLLM's span exporter at the first of
+    the settings' receivers (gRPC: HOST:PORT; HTTP: its /v1/traces URL and the protocol)."""
+    if not settings.otlp:
+        return [], {}
+    address = parse_address(settings.otlp[0])
+    host = "127.0.0.1" if address.host in ("0.0.0.0", "::") else address.host
+    if address.protocol == "http":
+        endpoint = f"http://{host}:{address.port}{TRACES_PATH}"
+        return ["--otlp-traces-endpoint", endpoint], {HTTP_PROTOCOL_ENV: "http/protobuf"}
+    return ["--otlp-traces-endpoint", f"{host}:{address.port}"], {}
+
+
+HTTP_PROTOCOL_ENV = "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"

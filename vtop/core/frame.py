@@ -252,6 +252,34 @@ class Event:
 
 
 @dataclass(frozen=True)
+class RequestSpan:
+    """One finished request as vLLM's span of it tells it (`vtop.core.ingest.sources.otlp`
+    decodes it; None: the attribute was not sent)."""
+
+    request_id: str
+    trace_id: str
+    server: str
+    arrival_s: float
+    end_s: float
+    queue_s: float | None
+    ttft_s: float | None
+    prefill_s: float | None
+    decode_s: float | None
+    inference_s: float | None
+    e2e_s: float | None
+    prompt_tokens: int | None
+    output_tokens: int | None
+    max_tokens: int | None
+
+    @property
+    def tpot_s(self) -> float | None:
+        """Time per output token after the first (decode time over the tokens after it)."""
+        if self.decode_s is None or self.output_tokens is None or self.output_tokens < 2:
+            return None
+        return self.decode_s / (self.output_tokens - 1)
+
+
+@dataclass(frozen=True)
 class ProbeResult:
     """One canary request through the URL users call, as the client saw it (times in seconds
     from sending it; `vtop.core.ingest.sources.probe` sends it)."""
@@ -334,6 +362,8 @@ class Frame:
     events: tuple[Event, ...] = ()
     probes: tuple[ProbeResult, ...] = ()
     """Canary requests through the front door that finished since the last frame."""
+    spans: tuple[RequestSpan, ...] = ()
+    """vLLM's request spans received since the last frame (when the feed listens for them)."""
 
 
 def picker(indices: list[int]) -> Callable[[Sequence[T]], tuple[T, ...]]:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from vtop.core.ingest.sources.otlp import RequestSpan
-from vtop.core.session.request_findings import RequestEvidence, RequestFinding
-from vtop.core.session.request_view import TimeSplit
+from vtop.core.config.server_config import ServerConfig
+from vtop.core.frame import RequestSpan
+from vtop.core.session.request_findings import RequestEvidence, RequestFinding, request_evidence
+from vtop.core.session.request_view import TimeSplit, ranked
 
 BAR_WIDTH = 16
 """Columns of the queue | prefill | decode bar."""
@@ -149,6 +151,13 @@ def evidence_lines(evidence: RequestEvidence) -> list[str]:
             f"  {split.band} ({split.requests}, mean {_s(split.e2e_s)}): queue {split.queue:.0%},"
             f" prefill {split.prefill:.0%}, decode {split.decode:.0%}"
         )
+    return lines + held_up_lines(evidence)
+
+
+def held_up_lines(evidence: RequestEvidence) -> list[str]:
+    """The request findings, the outliers no finding explains, or that no request held up
+    another."""
+    lines: list[str] = []
     for finding in evidence.triage.findings:
         lines += finding_lines(finding)
     if evidence.triage.outliers:
@@ -157,6 +166,38 @@ def evidence_lines(evidence: RequestEvidence) -> list[str]:
     if not evidence.triage.findings:
         lines.append("  no request held up others (no head-of-line blocking, no slot hog)")
     return lines
+
+
+REQUESTS_WINDOW_S = 300.0
+"""The dashboard's requests view: the requests that finished in the last five minutes."""
+NOT_LISTENING = (
+    "vtop is not receiving vLLM's request spans: start it with --otlp grpc://127.0.0.1:4317 "
+    "(or otlp in the settings) and vLLM with --otlp-traces-endpoint 127.0.0.1:4317"
+)
+
+
+def requests_text(
+    spans: list[RequestSpan], config: ServerConfig, listening: Sequence[str], now: float
+) -> str:
+    """The dashboard's requests view: the slowest requests that finished in the last
+    REQUESTS_WINDOW_S, where their time went, and those that held up others."""
+    if not listening:
+        return NOT_LISTENING
+    window = (now - REQUESTS_WINDOW_S, now)
+    evidence = request_evidence(spans, window, listening, config)
+    if not evidence.received:
+        return "\n".join([f"no request finished in the last {REQUESTS_WINDOW_S:g} s", TURN_ON])
+    inside = [s for s in spans if window[0] <= s.end_s <= window[1]]
+    received = (
+        f"{evidence.received} request(s) finished in the last {REQUESTS_WINDOW_S:g} s "
+        f"(vLLM's spans on {', '.join(listening)})"
+    )
+    lines = requests_lines(ranked(inside, "e2e", LISTED), list(evidence.splits), received)
+    return "\n".join([*lines, "", "HELD UP", *held_up_lines(evidence)])
+
+
+LISTED = 20
+"""Requests the dashboard's view lists."""
 
 
 def finding_json(finding: RequestFinding) -> dict[str, Any]:

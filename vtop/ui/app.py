@@ -318,6 +318,12 @@ class VtopApp(App[int]):
         """An incident bundle of the recent frames."""
         self.actions.bundle(self.session, self.target)
 
+    def action_requests(self) -> None:
+        """The slowest requests and those that held up others, from vLLM's spans."""
+        replaying = self.feed.status(self.clock()).mode is Mode.REPLAY
+        now = self.session.now or self.clock()
+        self.actions.requests(self.session, self.target, now, replaying)
+
     def action_stacks(self) -> None:
         """Where the engine is, from its processes' Python stacks."""
         self.actions.stacks(self.target)

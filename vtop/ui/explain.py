@@ -23,6 +23,8 @@ Keys
   b          write an incident bundle (last 10 minutes)
   w          where the engine is: its processes' Python stacks
              (py-spy, read-only; a live server on this host)
+  R          the slowest requests, and which held up others
+             (vLLM's spans: vtop --otlp ADDR, a recording's)
   a          on a server vtop started: apply the finding's
              change, measure, keep it or roll back
   r          on a server vtop started: restart, same flags

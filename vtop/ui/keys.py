@@ -36,6 +36,7 @@ BINDINGS: list[BindingType] = [
     Binding("t", "next_target", "endpoint", show=False),
     Binding("b", "bundle", "bundle", show=False),
     Binding("w", "stacks", "stacks", show=False),
+    Binding("R", "requests", "requests", show=False),
     Binding("r", "restart", "restart", show=False),
     *[
         Binding(panel.key, f"toggle_panel('{panel.name}')", panel.name, show=False)
@@ -84,6 +85,7 @@ class Commanded(Protocol):
     def action_fleet(self, back: bool = False) -> None: ...
     def action_speed(self) -> None: ...
     def action_step(self, frames: int) -> None: ...
+    def action_requests(self) -> None: ...
     def action_toggle_panel(self, panel: str) -> None: ...
 
 
@@ -94,6 +96,9 @@ def system_commands(app: Commanded, replaying: bool) -> Iterator[SystemCommand]:
     yield SystemCommand("Explain finding", "e: the highlighted finding", app.action_explain)
     yield SystemCommand("Incident bundle", "b: recording, findings, log tail", app.action_bundle)
     yield SystemCommand("Fleet table", "f: every server at a glance", app.action_fleet)
+    yield SystemCommand(
+        "Requests", "R: the slowest, and who held up whom (vLLM's spans)", app.action_requests
+    )
     if replaying:
         yield SystemCommand("Replay speed", "s: x1, x10, as fast as possible", app.action_speed)
         yield SystemCommand("Step forward", "]: one frame", lambda: app.action_step(1))

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from vtop.core.frame import ProbeResult
-from vtop.core.ingest.sources.otlp import RequestSpan
+from vtop.core.frame import ProbeResult, RequestSpan
 from vtop.core.ops.front_door import EngineView, FrontDoor, with_canary_spans
 from vtop.text.probe import canary_json, canary_line, canary_span_lines
 

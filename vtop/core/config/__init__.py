@@ -5,8 +5,8 @@ pure (what was read from disk arrives as data).
 
 Offers `Settings` and `load_settings` (settings), `ServerConfig` and `assemble`
 (server_config), `DiagnoseOptions` and `server_config` (effective_config), `Inferences`
-(inference), the KV formulas (kv), `PANELS` (panels), the GPU peak table and the
-startup-failure explanations.
+(inference), the KV formulas (kv), `PANELS` (panels), where spans are received
+(otlp_address), the GPU peak table and the startup-failure explanations.
 """
 
 __all__ = [
@@ -15,6 +15,7 @@ __all__ = [
     "gpu_peaks",
     "inference",
     "kv",
+    "otlp_address",
     "panels",
     "server_config",
     "settings",

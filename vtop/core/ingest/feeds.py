@@ -32,6 +32,7 @@ from vtop.core.ingest.feed_status import (
 from vtop.core.ingest.poller import Poller
 from vtop.core.ingest.recorder import RecordingWriter
 from vtop.core.ingest.sources.nvml import NvmlSource
+from vtop.core.ingest.sources.otlp_receiver import SpanReceiver
 from vtop.core.ingest.sources.probe import ProbeSource
 from vtop.core.ingest.sources.process_log import LogTail
 from vtop.core.ingest.sources.vllm_http import VllmHttpSource
@@ -121,9 +122,13 @@ class LiveFeed:
         log: LogTail | None = None,
         server: ManagedServer | None = None,
         canaries: Canaries | None = None,
+        spans: SpanReceiver | None = None,
     ) -> None:
         self.sources = list(sources)
         self.canaries = canaries
+        self.spans = spans
+        """vLLM's request spans, received as they come (None: not listening); each frame
+        carries those received since the one before."""
         """Canaries through the URL users call (None: the front door is not probed)."""
         self.poller = Poller(self.sources)
         self.nvml = nvml
@@ -150,8 +155,11 @@ class LiveFeed:
         if frame.scrapes:
             self.backoff.record(any(s.ok for s in frame.scrapes), now, self.interval)
         probes = self.canaries.finished() if self.canaries is not None else ()
+        spans = self.spans.new_spans() if self.spans is not None else ()
         return [
-            dataclasses.replace(frame, log_lines=lines, events=frame.events + events, probes=probes)
+            dataclasses.replace(
+                frame, log_lines=lines, events=frame.events + events, probes=probes, spans=spans
+            )
         ]
 
     def status(self, now: float) -> FeedStatus:
@@ -193,7 +201,7 @@ class LiveFeed:
             self.log.follow(server)
 
     async def close(self) -> None:
-        """Close HTTP clients and NVML."""
+        """Close HTTP clients, NVML and the span receivers."""
         self.poller.cancel()
         for source in self.sources:
             await source.close()
@@ -201,6 +209,8 @@ class LiveFeed:
             await self.canaries.close()
         if self.nvml is not None:
             self.nvml.close()
+        if self.spans is not None:
+            self.spans.close()
 
 
 class ReplayFeed:

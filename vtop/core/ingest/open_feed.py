@@ -7,11 +7,13 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from vtop.core.config.otlp_address import parse_address
 from vtop.core.config.settings import Settings
 from vtop.core.ingest.canary_feed import CanaryFeed
 from vtop.core.ingest.feeds import Canaries, Feed, LiveFeed, RecordingFeed
 from vtop.core.ingest.recorder import RecordingWriter
 from vtop.core.ingest.sources.nvml import NvmlSource
+from vtop.core.ingest.sources.otlp_receiver import SpanReceiver
 from vtop.core.ingest.sources.probe import ProbeOptions, ProbeSource
 from vtop.core.ingest.sources.process_log import LogTail
 from vtop.core.ingest.sources.prometheus import PrometheusClient, PrometheusFeed
@@ -32,9 +34,12 @@ def open_feed(
     gpus: bool = True,
     server: ManagedServer | None = None,
     record: Path | None = None,
+    spans: bool = False,
 ) -> Feed:
     """The feed of the settings' endpoints (or of their Prometheus server); with `server`, the
-    managed server's own URL and log; written to `record` as it is read when given."""
+    managed server's own URL and log; written to `record` as it is read when given; with
+    `spans`, listening for vLLM's request spans on the settings' `otlp` addresses (the frames
+    carry them; an OtlpAddressError when one cannot be bound)."""
     options = scrape_options(settings)
     feed: Feed
     if settings.prometheus and server is None:
@@ -45,8 +50,20 @@ def open_feed(
         sources = [VllmHttpSource(url, options) for url in urls]
         log = LogTail(server) if server is not None else None
         nvml = NvmlSource() if gpus else None
-        feed = LiveFeed(sources, nvml, settings.interval_s, log, server, canaries(settings))
+        receiver = span_receiver(settings) if spans else None
+        feed = LiveFeed(
+            sources, nvml, settings.interval_s, log, server, canaries(settings), receiver
+        )
     return RecordingFeed(feed, RecordingWriter(record)) if record is not None else feed
+
+
+def span_receiver(settings: Settings) -> SpanReceiver | None:
+    """Receivers of vLLM's spans on the settings' `otlp` addresses, listening (None: none)."""
+    if not settings.otlp:
+        return None
+    receiver = SpanReceiver([parse_address(a) for a in settings.otlp], settings.otlp_token)
+    receiver.start()
+    return receiver
 
 
 def probe_options(settings: Settings) -> ProbeOptions:

@@ -28,6 +28,7 @@ from vtop.core.frame import (
     GpuStatus,
     ProbeResult,
     ProcessInfo,
+    RequestSpan,
     ScrapeStatus,
     TargetScrape,
 )
@@ -134,6 +135,7 @@ class RecordingWriter:
             "log": [hide.text(line) for line in frame.log_lines],
             "events": [asdict(event) for event in frame.events],
             **({"probes": [_probe_data(p, hide) for p in frame.probes]} if frame.probes else {}),
+            **({"spans": [_span_data(s, hide) for s in frame.spans]} if frame.spans else {}),
         }
 
     def close(self) -> None:
@@ -202,7 +204,9 @@ class RecordingReader:
             if event.get("kind") in EVENT_KINDS
         )
         probes = tuple(_probe(item) for item in data.get("probes", []))
-        return Frame(float(data["t"]), scrapes, gpu, tuple(data.get("log", [])), events, probes)
+        spans = tuple(_span(item) for item in data.get("spans", []))
+        log = tuple(data.get("log", []))
+        return Frame(float(data["t"]), scrapes, gpu, log, events, probes, spans)
 
     def _scrape(self, item: dict[str, Any]) -> TargetScrape:
         """One target's scrape, parsed as it was live."""
@@ -242,6 +246,42 @@ def _probe(item: dict[str, Any]) -> ProbeResult:
     fields["reads"] = tuple((float(at), int(size)) for at, size in fields.get("reads", ()))
     fields["headers"] = tuple((str(k), str(v)) for k, v in fields.get("headers", ()))
     return ProbeResult(**fields)
+
+
+def _span_data(span: RequestSpan, hide: Redactor) -> dict[str, Any]:
+    """A request span as JSON-ready data (its ids without secrets a client put in them)."""
+    data = asdict(span)
+    data["request_id"], data["server"] = hide.text(span.request_id), hide.text(span.server)
+    return data
+
+
+def _span(item: dict[str, Any]) -> RequestSpan:
+    """A request span read back (a ValueError or TypeError for one that is not)."""
+
+    def number(name: str) -> float | None:
+        value = item.get(name)
+        return None if value is None else float(value)
+
+    def count(name: str) -> int | None:
+        value = item.get(name)
+        return None if value is None else int(value)
+
+    return RequestSpan(
+        request_id=str(item["request_id"]),
+        trace_id=str(item["trace_id"]),
+        server=str(item.get("server", "")),
+        arrival_s=float(item["arrival_s"]),
+        end_s=float(item["end_s"]),
+        queue_s=number("queue_s"),
+        ttft_s=number("ttft_s"),
+        prefill_s=number("prefill_s"),
+        decode_s=number("decode_s"),
+        inference_s=number("inference_s"),
+        e2e_s=number("e2e_s"),
+        prompt_tokens=count("prompt_tokens"),
+        output_tokens=count("output_tokens"),
+        max_tokens=count("max_tokens"),
+    )
 
 
 def _damage(path: Path, what: str, offset: int) -> str:

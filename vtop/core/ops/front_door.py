@@ -16,11 +16,10 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from vtop.core.config.effective_config import DiagnoseOptions
-from vtop.core.frame import Frame, ProbeResult
+from vtop.core.frame import Frame, ProbeResult, RequestSpan
 from vtop.core.ingest.canary_feed import CanaryFeed
 from vtop.core.ingest.feeds import sample
 from vtop.core.ingest.poller import poll
-from vtop.core.ingest.sources.otlp import RequestSpan
 from vtop.core.ingest.sources.vllm_http import ScrapeOptions, VllmHttpSource
 from vtop.core.rules.engine import Finding
 from vtop.core.rules.rule import Rule

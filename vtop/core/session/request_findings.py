@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from vtop.core.config.inference import is_inferred
 from vtop.core.config.server_config import ServerConfig
-from vtop.core.ingest.sources.otlp import RequestSpan
+from vtop.core.frame import RequestSpan
 from vtop.core.session.request_view import TimeSplit, ranked, time_split
 from vtop.core.status import Status
 

@@ -7,7 +7,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from vtop.core.ingest.sources.otlp import RequestSpan
+from vtop.core.frame import RequestSpan
 
 SORTS: dict[str, Callable[[RequestSpan], float | None]] = {
     "e2e": lambda s: s.e2e_s,

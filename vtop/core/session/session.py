@@ -20,6 +20,7 @@ from vtop.core.frame import (
     EventKind,
     Frame,
     GpuSnapshot,
+    RequestSpan,
     TargetScrape,
 )
 from vtop.core.histogram import Buckets
@@ -40,6 +41,8 @@ from vtop.core.store.summary import (
 )
 
 LOG_LINES_KEPT = 5000
+SPANS_KEPT = 20_000
+"""Request spans a session keeps (about 8 MB): hours of a busy server's slowest."""
 MARKS_KEPT = 500
 KV_SATURATED = 0.95
 FLEET_TARGET = "fleet"
@@ -127,6 +130,8 @@ class Session:
         self.recent_frames = RecentFrames()
         """Recent frames as text only (a bundle re-parses them, as a replay does)."""
         self.log_lines: deque[str] = deque(maxlen=LOG_LINES_KEPT)
+        self.spans: deque[RequestSpan] = deque(maxlen=SPANS_KEPT)
+        """vLLM's request spans the frames brought, the newest SPANS_KEPT."""
         self.startup_log: list[str] = []
         self.gpu: GpuSnapshot | None = None
         self.exited: dict[str, Mark] = {}
@@ -150,6 +155,7 @@ class Session:
         self.recent_frames.add(frame)
         if frame.gpu is not None:
             self.gpu = frame.gpu
+        self.spans.extend(frame.spans)
         self._take_log(frame.log_lines)
         events = [*self.store.ingest(frame), *frame.events]
         for event in events:

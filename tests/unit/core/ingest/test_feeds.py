@@ -4,9 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import httpx
+import pytest
+
 from tests.support.frames import down_frame, frame
 from tests.support.http_server import Canned, serving
+from tests.support.otlp_exports import export
 from tests.support.payloads import fixture
+from vtop.core.config.settings import Settings
 from vtop.core.ingest.feed_status import Control
 from vtop.core.ingest.feeds import (
     MAX_BACKOFF_S,
@@ -16,10 +21,12 @@ from vtop.core.ingest.feeds import (
     RecordingFeed,
     ReplayFeed,
 )
+from vtop.core.ingest.open_feed import open_feed
 from vtop.core.ingest.recorder import RecordingReader, RecordingWriter
 from vtop.core.ingest.sources.vllm_http import ScrapeOptions, VllmHttpSource
 
 GAUGE = {"vllm:num_requests_running": "gauge"}
+PROTOBUF = {"Content-Type": "application/x-protobuf"}
 
 
 def test_backoff_doubles_to_a_cap_and_resets_on_success() -> None:
@@ -98,3 +105,29 @@ async def test_recording_feed_writes_what_it_passes(tmp_path: Path) -> None:
     recorded = list(RecordingReader(tmp_path / "r.vtoprec"))
     assert [f.timestamp for f in recorded] == [f.timestamp for f in passed] == [1.0, 2.0]
     assert recorded[0].scrapes[0].raw_text == passed[0].scrapes[0].raw_text
+
+
+async def test_a_live_feed_carries_the_spans_received_since_its_last_frame(tmp_path: Path) -> None:
+    with serving(Canned(fixture("underload"))) as url:
+        settings = Settings(urls=(url,), otlp=("http://127.0.0.1:0",))
+        feed = open_feed(settings, gpus=False, spans=True)
+        try:
+            assert isinstance(feed, LiveFeed) and feed.spans is not None
+            [address] = feed.spans.bound
+            traces = f"{address}/v1/traces"
+            for name in ("one", "two"):
+                body = export((name, 0.5, 0.1, 0.4, 1.0))
+                reply = httpx.post(traces, content=body, headers=PROTOBUF, timeout=5)
+                assert reply.status_code == 200, reply.text
+            [first] = await feed.frames(1000.0)
+            [second] = await feed.frames(1001.0)
+        finally:
+            await feed.close()
+        with pytest.raises(httpx.ConnectError):  # closed with the feed
+            httpx.post(traces, content=export(("three", 0.5, 0.1, 0.4, 1.0)), headers=PROTOBUF)
+    assert [s.request_id for s in first.spans] == ["one", "two"] and second.spans == ()
+    path = tmp_path / "spans.vtoprec"
+    with RecordingWriter(path) as writer:
+        writer.write(first)
+    [kept] = list(RecordingReader(path))
+    assert kept.spans == first.spans  # a recording holds them as they came

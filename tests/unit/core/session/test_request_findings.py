@@ -4,7 +4,7 @@ and neither where the waits have another cause."""
 
 from __future__ import annotations
 
-from vtop.core.ingest.sources.otlp import RequestSpan
+from vtop.core.frame import RequestSpan
 from vtop.core.session.request_findings import triage_requests
 from vtop.core.status import Status
 

@@ -22,6 +22,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
+from vtop.core.frame import RequestSpan
+
 SPAN_NAME = "llm_request"
 MAX_EXPORT_BYTES = 4 * 1024 * 1024
 """The largest export accepted (gRPC's default message limit; OpenTelemetry's batch exporter
@@ -46,33 +48,6 @@ OTEL_RESOURCE_ATTRIBUTES=vtop.server=HOST:PORT on each vLLM to attribute its spa
 
 class SpanDecodeError(ValueError):
     """An export that is not an OTLP trace request (the text says why)."""
-
-
-@dataclass(frozen=True)
-class RequestSpan:
-    """One finished request as vLLM's span tells it (None: the attribute was not sent)."""
-
-    request_id: str
-    trace_id: str
-    server: str
-    arrival_s: float
-    end_s: float
-    queue_s: float | None
-    ttft_s: float | None
-    prefill_s: float | None
-    decode_s: float | None
-    inference_s: float | None
-    e2e_s: float | None
-    prompt_tokens: int | None
-    output_tokens: int | None
-    max_tokens: int | None
-
-    @property
-    def tpot_s(self) -> float | None:
-        """Time per output token after the first (decode time over the tokens after it)."""
-        if self.decode_s is None or self.output_tokens is None or self.output_tokens < 2:
-            return None
-        return self.decode_s / (self.output_tokens - 1)
 
 
 @dataclass(frozen=True)

@@ -27,10 +27,10 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from vtop.core.config.otlp_address import TRACES_PATH, OtlpAddress, OtlpAddressError
+from vtop.core.frame import RequestSpan
 from vtop.core.ingest.sources.otlp import (
     MAX_EXPORT_BYTES,
     Decoded,
-    RequestSpan,
     SpanDecodeError,
     decode_export,
     spans_of,
@@ -49,6 +49,8 @@ class SpanStore:
 
     def __init__(self, capacity: int = MAX_SPANS) -> None:
         self._spans: deque[RequestSpan] = deque(maxlen=capacity)
+        self._fresh: deque[RequestSpan] = deque(maxlen=capacity)
+        """Received since the last `drain` (a feed's next frame carries them)."""
         self._lock = threading.Lock()
         self.dropped = 0
         """Spans pushed out by newer ones."""
@@ -63,6 +65,7 @@ class SpanStore:
             overflow = len(self._spans) + len(decoded.spans) - (self._spans.maxlen or 0)
             self.dropped += max(0, overflow)
             self._spans.extend(decoded.spans)
+            self._fresh.extend(decoded.spans)
             self.other_spans += decoded.other_spans
             self.exports += 1
 
@@ -71,8 +74,47 @@ class SpanStore:
             self.refused += 1
 
     def spans(self) -> list[RequestSpan]:
+        """Every span kept, oldest first."""
         with self._lock:
             return list(self._spans)
+
+    def drain(self) -> tuple[RequestSpan, ...]:
+        """The spans received since the last drain, oldest first."""
+        with self._lock:
+            fresh = tuple(self._fresh)
+            self._fresh.clear()
+            return fresh
+
+
+class SpanReceiver:
+    """The receivers of a feed: open from `start` until `close`, their spans drained into
+    each frame (so a recording keeps them beside the scrapes of the same moments)."""
+
+    def __init__(self, addresses: list[OtlpAddress], token: str | None = None) -> None:
+        self.addresses = addresses
+        self.token = token
+        self.store = SpanStore()
+        self.bound: list[str] = []
+        self._stack = ExitStack()
+
+    def start(self) -> list[str]:
+        """Listen on every address (an OtlpAddressError when one cannot be bound)."""
+        try:
+            self.bound = self._stack.enter_context(
+                receiving(self.addresses, self.store, self.token)
+            )
+        except BaseException:
+            self._stack.close()
+            raise
+        return self.bound
+
+    def new_spans(self) -> tuple[RequestSpan, ...]:
+        """The spans received since the last call."""
+        return self.store.drain()
+
+    def close(self) -> None:
+        """Stop listening."""
+        self._stack.close()
 
 
 def _authorised(header: str | None, token: str | None) -> bool:
