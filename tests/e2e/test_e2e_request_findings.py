@@ -1,7 +1,7 @@
 """`vtop diagnose URL --otlp ADDR` on a real vLLM: the requests that made others wait, named by
 their ids from vLLM's own spans. Slot hogs on the two-slot server (two generations run to
-their max_tokens while short requests queue), head-of-line blocking on the 64-token budget (two
-800-token prompts prefilled in chunks while short ones wait). Each test first measures its
+their max_tokens while short requests queue), head-of-line blocking on the 64-token budget (four
+900-token prompts prefilled in chunks while short ones wait). Each test first measures its
 precondition on the client (the short requests waited far longer than one alone takes) and
 fails with the figures when it does not hold."""
 
@@ -24,6 +24,10 @@ pytestmark = pytest.mark.vllm
 WINDOW_S = 25.0
 WAITED_FACTOR = 3.0
 """The precondition: the short requests took at least this many times one alone."""
+CULPRITS_FIRST_S = 0.1
+"""The culprits go this much ahead of the victims: in the engine before them, long before
+they are done (a 400-token generation takes about a second here, 3,600 prompt tokens at 64
+a step several dozen steps)."""
 
 
 def tokens(count: int, offset: int = 0) -> list[int]:
@@ -76,7 +80,7 @@ async def diagnose_during(
     await asyncio.sleep(3.0)  # the receiver listens and the window has begun
     async with httpx.AsyncClient(timeout=120) as client:
         held = [asyncio.create_task(complete(client, server, *c)) for c in culprits]
-        await asyncio.sleep(0.5)
+        await asyncio.sleep(CULPRITS_FIRST_S)
         waited = await asyncio.gather(*(complete(client, server, *v) for v in victims))
         await asyncio.gather(*held)
     return await command, list(waited)
@@ -108,7 +112,7 @@ async def test_generations_holding_both_slots_are_named_slot_hogs(vllm_pool: Ser
     server = vllm_pool.get(SEQ_LIMITED)
     short = tokens(20)
     baseline = await alone(server, short, 8)
-    hogs = [(f"vtop-hog-{i}", tokens(20, 50 * i), 160) for i in range(2)]
+    hogs = [(f"vtop-hog-{i}", tokens(20, 50 * i), 400) for i in range(2)]
     victims = [(f"vtop-wait-{i}", tokens(20, 7 * i), 8) for i in range(6)]
     ran, waited = await diagnose_during(server, hogs, victims)
     mean_wait = sum(waited) / len(waited)
@@ -129,7 +133,7 @@ async def test_short_requests_behind_chunked_prompts_are_head_of_line_blocked(
     server = vllm_pool.get(SMALL_BUDGET)
     short = tokens(24)
     baseline = await alone(server, short, 4)
-    long = [(f"vtop-long-{i}", tokens(800, 300 * i), 4) for i in range(2)]
+    long = [(f"vtop-long-{i}", tokens(900, 300 * i), 2) for i in range(4)]
     victims = [(f"vtop-short-{i}", tokens(24, 11 * i), 4) for i in range(6)]
     ran, waited = await diagnose_during(server, long, victims)
     mean_wait = sum(waited) / len(waited)

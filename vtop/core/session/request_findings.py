@@ -149,7 +149,8 @@ def head_of_line(
     if not long or not short:
         return None
     step = _step_s(timelines)
-    prefills = [_prefill_reach(t, budget, step) for t in long]
+    lag = _lag_s(timelines)
+    prefills = [_prefill_reach(t, budget, step, lag) for t in long]
     victims: list[tuple[_Timeline, float]] = []
     for request in short:
         waited = request.scheduled - request.queued
@@ -185,13 +186,16 @@ def head_of_line(
     )
 
 
-def _prefill_reach(long: _Timeline, budget: int | None, step: float) -> tuple[float, float]:
-    """A long prompt's prefill, widened by two steps each side: a request behind it is
-    scheduled in its last chunk's step or the one after. A chunk's step is the prefill over
-    its chunks when the budget is known (a prefill step is longer than a decode step)."""
+def _prefill_reach(
+    long: _Timeline, budget: int | None, step: float, lag: float
+) -> tuple[float, float]:
+    """A long prompt's prefill, widened by two steps and the API server's lag each side: a
+    request behind it is scheduled in its last chunk's step or the one after. A chunk's step
+    is the prefill over its chunks when the budget is known (a prefill step is longer than a
+    decode step)."""
     chunks = math.ceil((long.span.prompt_tokens or 0) / budget) if budget else 0
     chunk_s = (long.first_token - long.scheduled) / chunks if chunks else 0.0
-    slack = 2 * max(step, chunk_s)
+    slack = 2 * max(step, chunk_s) + lag
     return long.scheduled - slack, long.first_token + slack
 
 
@@ -235,6 +239,7 @@ def slot_hogs(
     slots = cap or _most_running(timelines)
     held = max(1, math.ceil(slots / 2))
     step = _step_s(timelines)
+    slack = 2 * step + _lag_s(timelines)
     runs = [(t.scheduled, t.ended) for t in hogs]
     ends = [t.ended for t in timelines]
     victims: list[tuple[_Timeline, float]] = []
@@ -243,7 +248,7 @@ def slot_hogs(
         if waited <= max(WAITED_FACTOR * (request.span.prefill_s or 0.0), step):
             continue
         covered = _held_at_least(request.queued, request.scheduled, runs, held) / waited
-        released = any(abs(request.scheduled - end) <= 2 * step for end in ends)
+        released = any(abs(request.scheduled - end) <= slack for end in ends)
         if covered >= COVERED and released:
             victims.append((request, covered))
     if len(victims) < max(2, math.ceil(VICTIMS_SHARE * len(others))):
@@ -288,6 +293,20 @@ def _step_s(timelines: list[_Timeline]) -> float:
     """A decode step's length: the median time per output token (10 ms when unknown)."""
     tpots = [t.span.tpot_s for t in timelines if t.span.tpot_s is not None]
     return statistics.median(tpots) if tpots else 0.01
+
+
+def _lag_s(timelines: list[_Timeline]) -> float:
+    """The API server's part of a request's time, the median over the requests: end-to-end
+    less the engine's queue and inference (vLLM times those on the engine's clock and the
+    others on the API server's, which hears of each token a little later)."""
+    lags = [
+        max(0.0, t.span.e2e_s - t.span.queue_s - t.span.inference_s)
+        for t in timelines
+        if t.span.e2e_s is not None
+        and t.span.queue_s is not None
+        and t.span.inference_s is not None
+    ]
+    return statistics.median(lags) if lags else 0.0
 
 
 def _overlap(start: float, end: float, intervals: list[tuple[float, float]]) -> float:

@@ -222,45 +222,60 @@ class Session:
     def _ingest_scrape(
         self, scrape: TargetScrape, frame: Frame, restarted: bool, judged: bool = True
     ) -> None:
-        """Config, history and (when `judged`) triage for one target."""
+        """One target's scrape: its failure, or its config, figures and (when `judged`)
+        triage."""
         view = self.target(scrape.target)
         view.last_timestamp = frame.timestamp
         view.failures_since_ok = 0 if scrape.ok else view.failures_since_ok + 1
         if not scrape.ok:
-            previous = view.last_scrape
-            if previous is None or previous.status is not scrape.status:
-                text = f"{scrape.status.value}: {scrape.error}"
-                self.marks.append(
-                    Mark(frame.timestamp, scrape.status.event_kind, scrape.target, text)
-                )
-            view.last_scrape = scrape
+            self._take_failure(view, scrape, frame.timestamp)
             return
-        if view.last_scrape is not None and not view.last_scrape.ok:
-            self.marks.append(
-                Mark(frame.timestamp, EventKind.RECOVERED, scrape.target, "scrapes work again")
-            )
+        self._take_answer(view, scrape, frame, restarted)
+        now = frame.timestamp
+        self._check_quality(view, scrape, now)
+        self._take_figures(view, now, judged)
+        if judged:
+            view.alternating = self.store.alternating(scrape.target, now, ALTERNATION_WINDOW_S)
+            point = JudgePoint(now, view.target, view.base_config, restarted, view.alternating)
+            self.point_reached(view, point)
+
+    def _take_failure(self, view: TargetView, scrape: TargetScrape, now: float) -> None:
+        """A failed scrape: marked when its kind of failure begins."""
+        previous = view.last_scrape
+        if previous is None or previous.status is not scrape.status:
+            text = f"{scrape.status.value}: {scrape.error}"
+            self.marks.append(Mark(now, scrape.status.event_kind, scrape.target, text))
+        view.last_scrape = scrape
+
+    def _take_answer(
+        self, view: TargetView, scrape: TargetScrape, frame: Frame, restarted: bool
+    ) -> None:
+        """An answer: a recovery marked, the config read again where it may have changed (a
+        restart, a new startup log, the first answer), the process alive again."""
+        recovered = view.last_scrape is not None and not view.last_scrape.ok
+        if recovered:
+            text = "scrapes work again"
+            self.marks.append(Mark(frame.timestamp, EventKind.RECOVERED, scrape.target, text))
         if restarted:
             view.inferences.clear()
-        if restarted or self._log_changed or view.last_scrape is None or not view.last_scrape.ok:
+        if restarted or self._log_changed or view.last_scrape is None or recovered:
             view.base_config = server_config(scrape, frame.gpu or self.gpu, self._options())
             view.config = view.base_config
         view.last_scrape = view.last_ok_scrape = scrape
         if view.first_ok_timestamp is None:
             view.first_ok_timestamp = frame.timestamp
         self.exited.pop(scrape.target, None)
-        now, window = frame.timestamp, self.options.window_s
-        self._check_quality(view, scrape, now)
+
+    def _take_figures(self, view: TargetView, now: float, judged: bool) -> None:
+        """The headline figures (in full when the target is judged this frame), their marks
+        and the chart history."""
+        window = self.options.window_s
         if judged:
-            summary, view.ttft_buckets = summarize_with_ttft(self.store, scrape.target, now, window)
+            summary, view.ttft_buckets = summarize_with_ttft(self.store, view.target, now, window)
         else:
-            summary = quick_summary(self.store, scrape.target, now, window, view.summary)
+            summary = quick_summary(self.store, view.target, now, window, view.summary)
         self._mark_changes(view, summary, now)
         view.history.append(now, summary)
-        if not judged:
-            return
-        view.alternating = self.store.alternating(scrape.target, now, ALTERNATION_WINDOW_S)
-        point = JudgePoint(now, view.target, view.base_config, restarted, view.alternating)
-        self.point_reached(view, point)
 
     def point_reached(self, view: TargetView, point: JudgePoint) -> None:
         """A target's point to judge: a watching session judges it now."""
