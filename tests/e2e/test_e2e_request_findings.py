@@ -125,6 +125,8 @@ async def test_generations_holding_both_slots_are_named_slot_hogs(vllm_pool: Ser
     assert len(finding["culprits"]) == 2
     assert named(ids(finding["victims"]), [v[0] for v in victims]), finding["victims"]
     assert finding["changes"][0].startswith("max_tokens <= "), finding
+    # the server has two slots: whether known or counted from the spans, never more
+    assert finding["changes"][1].startswith("--max-num-seqs above 2,"), finding
 
 
 async def test_short_requests_behind_chunked_prompts_are_head_of_line_blocked(

@@ -236,10 +236,10 @@ def slot_hogs(
     others = [t for t in ended if not _is_hog(t, median_held)]
     if not hogs or not others:
         return None
-    slots = cap or _most_running(timelines)
-    held = max(1, math.ceil(slots / 2))
     step = _step_s(timelines)
     slack = 2 * step + _lag_s(timelines)
+    slots = cap or _most_running(timelines, slack)
+    held = max(1, math.ceil(slots / 2))
     runs = [(t.scheduled, t.ended) for t in hogs]
     ends = [t.ended for t in timelines]
     victims: list[tuple[_Timeline, float]] = []
@@ -258,7 +258,7 @@ def slot_hogs(
     covered_share = sum((v.scheduled - v.queued) * c for v, c in victims) / waits
     typical = _percentile([t.span.output_tokens or 0 for t in others], 0.9)
     if cap is None:
-        cap_text = f"at least {slots} (inferred from the spans)"
+        cap_text = f"unknown ({slots} ran at once at most, in the spans)"
     else:
         cap_text = f"{cap} (inferred)" if cap_inferred else f"{cap}"
     return RequestFinding(
@@ -272,7 +272,7 @@ def slot_hogs(
         (
             f"max_tokens <= {max(1, math.ceil(2 * typical))} at the gateway (twice the other "
             "requests' 90th percentile output)",
-            f"--max-num-seqs above {cap_text}, if the KV cache has room for more sequences",
+            f"--max-num-seqs above {cap or slots}, if the KV cache has room for more sequences",
         ),
         f"max_num_seqs is {cap_text}; at least {held} slot(s) ran generations to their "
         "max_tokens through the victims' waits, and each victim was scheduled as a request "
@@ -331,10 +331,13 @@ def _held_at_least(start: float, end: float, runs: list[tuple[float, float]], he
     return total
 
 
-def _most_running(timelines: list[_Timeline]) -> int:
-    """The most requests the spans show running at once (a lower bound of max_num_seqs)."""
+def _most_running(timelines: list[_Timeline], slack: float) -> int:
+    """The most requests the spans show running at once (a lower bound of max_num_seqs). A
+    request scheduled within `slack` of another's end took its slot: the two moments are on
+    clocks a little apart, and are not counted as running together."""
     moments = sorted(
-        [(t.scheduled, 1) for t in timelines] + [(t.ended, -1) for t in timelines],
+        [(min(t.scheduled + slack, t.ended), 1) for t in timelines]
+        + [(t.ended, -1) for t in timelines],
         key=lambda pair: (pair[0], pair[1]),
     )
     running = most = 0

@@ -118,3 +118,22 @@ def test_a_slow_request_nothing_explains_is_listed_never_hidden() -> None:
     odd = span("odd", 9.0, 9.001, 9.03, 14.0, output=16, max_tokens=512)
     found = triage_requests([*calm, odd])
     assert found.findings == () and [s.request_id for s in found.outliers] == ["odd"]
+
+
+def test_slots_counted_from_the_spans_allow_for_the_two_clocks() -> None:
+    # the cap unknown; vLLM's API server hears of a hog's end a little after the engine
+    # schedules the next request, so a victim seems to start just before the slot it takes
+    # frees: still two slots, never three
+    hogs = [
+        span("hog-a", 0.0, 0.0, 0.05, 10.0, output=300, max_tokens=300),
+        span("hog-b", 0.0, 0.0, 0.05, 10.4, output=300, max_tokens=300),
+    ]
+    victims = [  # each takes the slot a request frees, 10 ms before that request's end
+        span("wait-0", 1.0, 9.99, 10.02, 10.3),
+        span("wait-1", 2.0, 10.29, 10.32, 10.6),
+        span("wait-2", 3.0, 10.39, 10.42, 10.7),
+    ]
+    calm = [quick(f"calm-{i}", 11.0 + i) for i in range(8)]
+    (finding,) = triage_requests(hogs + victims + calm).findings
+    assert finding.changes[1].startswith("--max-num-seqs above 2,"), finding.changes
+    assert "unknown (2 ran at once at most" in finding.why
