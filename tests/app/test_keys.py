@@ -11,9 +11,11 @@ from textual.widgets import DataTable
 from tests.support.app import replay_app, screen_text, wait_for
 from tests.support.storm import storm
 from vtop.core.frame import RequestSpan
+from vtop.core.ingest.feed_status import FeedStatus, Mode
 from vtop.ui.app import VtopApp
 from vtop.ui.keys import UNAVAILABLE
 from vtop.ui.screens.fleet import FleetScreen
+from vtop.ui.screens.requests import RequestsScreen
 from vtop.ui.screens.text_screen import TextScreen
 
 
@@ -102,7 +104,32 @@ async def test_r_shows_the_recorded_requests_and_who_held_up_whom() -> None:
         await wait_for(pilot, lambda: app.session.now == 19.0 and len(app.session.spans) == 10)
         await pilot.press("R")
         await pilot.pause(0.2)
-        assert isinstance(app.screen, TextScreen)
-        shown = str(app.screen.body)
+        assert isinstance(app.screen, RequestsScreen)
+        table = app.screen.query_one(DataTable)
+        assert table.row_count == 10
+        first = [str(cell) for cell in table.get_row_at(0)]
+        assert first[0] == "hog-0" or first[0] == "hog-1", first  # the slowest first
+        shown = screen_text(app)
         assert "10 request(s) finished" in shown and "slot-hog" in shown, shown
-        assert "hog-0" in shown and "wait-0" in shown, shown
+        await pilot.press("s")  # sorted by TTFT: a queued request first
+        await pilot.pause(0.1)
+        assert str(table.get_row_at(0)[0]).startswith("wait-"), table.get_row_at(0)
+        await pilot.press("enter")
+        await pilot.pause(0.2)
+        assert isinstance(app.screen, TextScreen)
+        timeline = str(app.screen.body)
+        assert "scheduled, after" in timeline and "hog-0" in timeline, timeline
+        await pilot.press("escape", "escape")
+        await pilot.pause(0.1)
+        assert not isinstance(app.screen, (RequestsScreen, TextScreen))
+
+
+async def test_r_on_a_live_server_without_spans_says_how_to_turn_them_on() -> None:
+    app = storm_app()
+    app.feed.status = lambda now: FeedStatus(Mode.LIVE, 1.0)  # type: ignore[method-assign]
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: app.target is not None)
+        await pilot.press("R")
+        await pilot.pause(0.2)
+        assert isinstance(app.screen, TextScreen)
+        assert "--otlp grpc://127.0.0.1:4317" in str(app.screen.body)

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
-from vtop.core.config.server_config import ServerConfig
 from vtop.core.frame import RequestSpan
-from vtop.core.session.request_findings import RequestEvidence, RequestFinding, request_evidence
-from vtop.core.session.request_view import TimeSplit, ranked
+from vtop.core.session.request_findings import (
+    RequestEvidence,
+    RequestFinding,
+    timeline,
+    waited_behind,
+)
+from vtop.core.session.request_view import TimeSplit
 
 BAR_WIDTH = 16
 """Columns of the queue | prefill | decode bar."""
@@ -49,12 +54,9 @@ def requests_lines(spans: list[RequestSpan], splits: list[TimeSplit], received: 
         f" {'IN':>5} {'OUT':>5} {'MAX':>5}"
     )
     for span in spans:
-        request = span.request_id
-        if len(request) > ID_WIDTH:
-            request = request[: ID_WIDTH - 1] + "…"
+        request, e2e, ttft, bar, prompt, output, most = row_cells(span)
         lines.append(
-            f"{request:<{ID_WIDTH}} {_s(span.e2e_s):>6} {_s(span.ttft_s):>6} {time_bar(span)}"
-            f" {_n(span.prompt_tokens):>5} {_n(span.output_tokens):>5} {_n(span.max_tokens):>5}"
+            f"{request:<{ID_WIDTH}} {e2e:>6} {ttft:>6} {bar} {prompt:>5} {output:>5} {most:>5}"
         )
     if splits:
         lines += ["", "WHERE THE TIME WENT (shares of end-to-end)"]
@@ -67,6 +69,23 @@ def requests_lines(spans: list[RequestSpan], splits: list[TimeSplit], received: 
         tail = splits[0]
         lines.append(f"  the tail is {tail.phase}-bound")
     return lines
+
+
+def row_cells(span: RequestSpan) -> list[str]:
+    """One request's cells: id (cut to ID_WIDTH), e2e, TTFT, the time bar, prompt, output and
+    max tokens."""
+    request = span.request_id
+    if len(request) > ID_WIDTH:
+        request = request[: ID_WIDTH - 1] + "…"
+    return [
+        request,
+        _s(span.e2e_s),
+        _s(span.ttft_s),
+        time_bar(span),
+        _n(span.prompt_tokens),
+        _n(span.output_tokens),
+        _n(span.max_tokens),
+    ]
 
 
 def span_json(span: RequestSpan) -> dict[str, Any]:
@@ -176,30 +195,6 @@ NOT_LISTENING = (
 )
 
 
-def requests_text(
-    spans: list[RequestSpan], config: ServerConfig, listening: Sequence[str], now: float
-) -> str:
-    """The dashboard's requests view: the slowest requests that finished in the last
-    REQUESTS_WINDOW_S, where their time went, and those that held up others."""
-    if not listening:
-        return NOT_LISTENING
-    window = (now - REQUESTS_WINDOW_S, now)
-    evidence = request_evidence(spans, window, listening, config)
-    if not evidence.received:
-        return "\n".join([f"no request finished in the last {REQUESTS_WINDOW_S:g} s", TURN_ON])
-    inside = [s for s in spans if window[0] <= s.end_s <= window[1]]
-    received = (
-        f"{evidence.received} request(s) finished in the last {REQUESTS_WINDOW_S:g} s "
-        f"(vLLM's spans on {', '.join(listening)})"
-    )
-    lines = requests_lines(ranked(inside, "e2e", LISTED), list(evidence.splits), received)
-    return "\n".join([*lines, "", "HELD UP", *held_up_lines(evidence)])
-
-
-LISTED = 20
-"""Requests the dashboard's view lists."""
-
-
 def finding_json(finding: RequestFinding) -> dict[str, Any]:
     """One request finding as JSON."""
     return {
@@ -226,3 +221,42 @@ def evidence_json(evidence: RequestEvidence) -> dict[str, Any]:
         "outliers": [span_json(span) for span in evidence.triage.outliers],
         "slowest": [span_json(span) for span in evidence.slowest],
     }
+
+
+def timeline_lines(span: RequestSpan, spans: Sequence[RequestSpan]) -> list[str]:
+    """One request's story: when it arrived, waited, was scheduled, produced its first token
+    and ended (seconds from its arrival), and the requests that ran while it waited."""
+    lines = [
+        f"{span.request_id}",
+        f"  prompt {_n(span.prompt_tokens)} tokens, output {_n(span.output_tokens)} of "
+        f"max {_n(span.max_tokens)}; server {span.server or '?'}",
+        f"  +0.00s   arrived ({time.strftime('%H:%M:%S', time.gmtime(span.arrival_s))}Z)",
+    ]
+    moment = timeline(span)
+    if moment is None:
+        return [*lines, "  (vLLM did not send its queue, prefill and first-token times)"]
+    start = span.arrival_s
+
+    def at(when: float) -> str:
+        return f"  +{when - start:.2f}s".ljust(11)
+
+    lines += [
+        f"{at(moment.queued)}queued in the engine",
+        f"{at(moment.scheduled)}scheduled, after {_s(span.queue_s)} in the queue",
+        f"{at(moment.first_token)}first token, after {_s(span.prefill_s)} of prefill "
+        f"(TTFT {_s(span.ttft_s)})",
+        f"{at(moment.ended)}ended, after {_s(span.decode_s)} of decode (e2e {_s(span.e2e_s)})",
+    ]
+    behind = waited_behind(span, spans)
+    if not behind:
+        return [*lines, "", "  it waited behind no request the spans show"]
+    lines += ["", f"  while it waited, {len(behind)} request(s) ran (longest overlap first):"]
+    for other, overlap in behind[:WAITED_BEHIND_LISTED]:
+        lines.append(
+            f"    {other.request_id}: {_s(overlap)} of its wait; prompt "
+            f"{_n(other.prompt_tokens)}, output {_n(other.output_tokens)}/{_n(other.max_tokens)}"
+        )
+    return lines
+
+
+WAITED_BEHIND_LISTED = 10

@@ -32,7 +32,6 @@ from vtop.core.session.diagnose import diagnosis
 from vtop.core.session.recent import expand
 from vtop.core.session.session import Session, TargetView, short_key
 from vtop.text.report import json_report, text_report
-from vtop.text.requests import requests_text
 from vtop.text.stacks import whereabouts_lines
 from vtop.ui.explain import explain
 
@@ -118,19 +117,6 @@ class DashboardActions:
         self.ui.show(
             f"diagnosis of {target.target}", text_report(diagnosis(session, target.target))
         )
-
-    def requests(
-        self, session: Session, target: TargetView | None, now: float, replaying: bool
-    ) -> None:
-        """`R`: the slowest requests of the last minutes and those that held up others, from
-        vLLM's spans the frames brought (live, received on the settings' `otlp` addresses; in
-        a replay, those the recording holds)."""
-        if target is None:
-            self.ui.notify("no data yet")
-            return
-        listening = ("the recording",) if replaying else self.settings.otlp
-        text = requests_text(list(session.spans), target.config, listening, now)
-        self.ui.show(f"requests of {target.target}", text)
 
     def alternatives(
         self, session: Session, target: TargetView, finding: Finding

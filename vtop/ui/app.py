@@ -42,9 +42,11 @@ from vtop.ui.keys import (
     system_commands,
 )
 from vtop.ui.messages import FramesReady
+from vtop.ui.requests_shown import build_requests
 from vtop.ui.screens.confirm import ConfirmScreen
 from vtop.ui.screens.dashboard import DashboardScreen
 from vtop.ui.screens.fleet import FleetScreen
+from vtop.ui.screens.requests import RequestsScreen
 from vtop.ui.screens.text_screen import TextScreen
 from vtop.ui.shown import Shown, Surroundings, build
 from vtop.ui.widgets.banner import Banner
@@ -319,10 +321,20 @@ class VtopApp(App[int]):
         self.actions.bundle(self.session, self.target)
 
     def action_requests(self) -> None:
-        """The slowest requests and those that held up others, from vLLM's spans."""
+        """The requests that finished lately and those that held up others, from vLLM's
+        spans (live, received on the settings' `otlp` addresses; in a replay, the recording's)."""
+        target = self.target
+        if target is None:
+            self.notify("no data yet", timeout=5)
+            return
         replaying = self.feed.status(self.clock()).mode is Mode.REPLAY
+        listening = ("the recording",) if replaying else self.settings.otlp
         now = self.session.now or self.clock()
-        self.actions.requests(self.session, self.target, now, replaying)
+        shown = build_requests(list(self.session.spans), target.config, listening, now)
+        if isinstance(shown, str):
+            self.push_screen(TextScreen(f"requests of {target.target}", shown))
+        else:
+            self.push_screen(RequestsScreen(shown))
 
     def action_stacks(self) -> None:
         """Where the engine is, from its processes' Python stacks."""

@@ -83,7 +83,7 @@ class RequestTriage:
 
 
 @dataclass(frozen=True)
-class _Timeline:
+class Timeline:
     """A request's moments on the wall clock, from its span."""
 
     span: RequestSpan
@@ -93,13 +93,32 @@ class _Timeline:
     ended: float
 
 
-def _timeline(span: RequestSpan) -> _Timeline | None:
+def timeline(span: RequestSpan) -> Timeline | None:
     """The request's moments, when vLLM sent the times they need."""
     if span.ttft_s is None or span.prefill_s is None or span.queue_s is None:
         return None
     first_token = span.arrival_s + span.ttft_s
     scheduled = first_token - span.prefill_s
-    return _Timeline(span, scheduled - span.queue_s, scheduled, first_token, span.end_s)
+    return Timeline(span, scheduled - span.queue_s, scheduled, first_token, span.end_s)
+
+
+def waited_behind(
+    span: RequestSpan, spans: Sequence[RequestSpan]
+) -> list[tuple[RequestSpan, float]]:
+    """The requests that ran while `span` waited in the queue, with the seconds of its wait
+    each overlapped, the longest first (empty when it did not wait, or its times are unknown)."""
+    mine = timeline(span)
+    if mine is None or mine.scheduled <= mine.queued:
+        return []
+    found = []
+    for other in spans:
+        theirs = timeline(other)
+        if theirs is None or other is span:
+            continue
+        overlap = min(mine.scheduled, theirs.ended) - max(mine.queued, theirs.scheduled)
+        if overlap > 0:
+            found.append((other, overlap))
+    return sorted(found, key=lambda pair: -pair[1])
 
 
 def triage_requests(
@@ -112,7 +131,7 @@ def triage_requests(
     """Head-of-line blocking and slot hogs among the spans, and the outliers neither explains
     (`budget`: max_num_batched_tokens, `cap`: max_num_seqs, when known; `inferred` names
     those vtop inferred, which the findings say)."""
-    timelines = [t for s in spans if (t := _timeline(s)) is not None]
+    timelines = [t for s in spans if (t := timeline(s)) is not None]
     findings = [
         finding
         for finding in (
@@ -132,7 +151,7 @@ def triage_requests(
 
 
 def head_of_line(
-    timelines: list[_Timeline],
+    timelines: list[Timeline],
     budget: int | None,
     max_model_len: int | None = None,
     budget_inferred: bool = False,
@@ -151,7 +170,7 @@ def head_of_line(
     step = _step_s(timelines)
     lag = _lag_s(timelines)
     prefills = [_prefill_reach(t, budget, step, lag) for t in long]
-    victims: list[tuple[_Timeline, float]] = []
+    victims: list[tuple[Timeline, float]] = []
     for request in short:
         waited = request.scheduled - request.queued
         if waited <= max(WAITED_FACTOR * (request.span.prefill_s or 0.0), step):
@@ -187,7 +206,7 @@ def head_of_line(
 
 
 def _prefill_reach(
-    long: _Timeline, budget: int | None, step: float, lag: float
+    long: Timeline, budget: int | None, step: float, lag: float
 ) -> tuple[float, float]:
     """A long prompt's prefill, widened by two steps and the API server's lag each side: a
     request behind it is scheduled in its last chunk's step or the one after. A chunk's step
@@ -224,7 +243,7 @@ def _prefill_changes(
 
 
 def slot_hogs(
-    timelines: list[_Timeline], cap: int | None, cap_inferred: bool = False
+    timelines: list[Timeline], cap: int | None, cap_inferred: bool = False
 ) -> RequestFinding | None:
     """Requests that waited for a slot while most slots ran generations to their max_tokens,
     far longer than the rest, and were scheduled as a request finished."""
@@ -242,7 +261,7 @@ def slot_hogs(
     held = max(1, math.ceil(slots / 2))
     runs = [(t.scheduled, t.ended) for t in hogs]
     ends = [t.ended for t in timelines]
-    victims: list[tuple[_Timeline, float]] = []
+    victims: list[tuple[Timeline, float]] = []
     for request in others:
         waited = request.scheduled - request.queued
         if waited <= max(WAITED_FACTOR * (request.span.prefill_s or 0.0), step):
@@ -280,7 +299,7 @@ def slot_hogs(
     )
 
 
-def _is_hog(request: _Timeline, median_held: float) -> bool:
+def _is_hog(request: Timeline, median_held: float) -> bool:
     """A generation run to its max_tokens that held its slot far longer than the median."""
     span = request.span
     if span.max_tokens is None or span.output_tokens is None:
@@ -289,13 +308,13 @@ def _is_hog(request: _Timeline, median_held: float) -> bool:
     return long_output and request.ended - request.scheduled >= HOG_FACTOR * median_held
 
 
-def _step_s(timelines: list[_Timeline]) -> float:
+def _step_s(timelines: list[Timeline]) -> float:
     """A decode step's length: the median time per output token (10 ms when unknown)."""
     tpots = [t.span.tpot_s for t in timelines if t.span.tpot_s is not None]
     return statistics.median(tpots) if tpots else 0.01
 
 
-def _lag_s(timelines: list[_Timeline]) -> float:
+def _lag_s(timelines: list[Timeline]) -> float:
     """The API server's part of a request's time, the median over the requests: end-to-end
     less the engine's queue and inference (vLLM times those on the engine's clock and the
     others on the API server's, which hears of each token a little later)."""
@@ -331,7 +350,7 @@ def _held_at_least(start: float, end: float, runs: list[tuple[float, float]], he
     return total
 
 
-def _most_running(timelines: list[_Timeline], slack: float) -> int:
+def _most_running(timelines: list[Timeline], slack: float) -> int:
     """The most requests the spans show running at once (a lower bound of max_num_seqs). A
     request scheduled within `slack` of another's end took its slot: the two moments are on
     clocks a little apart, and are not counted as running together."""
