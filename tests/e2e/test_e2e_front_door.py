@@ -102,8 +102,10 @@ async def test_a_held_back_stream_is_found_and_the_clean_path_is_quiet(
         assert (code, path_ids(report)) == (0, set()), figures(report)
         streamed = [c for c in report["canaries"] if c["reads"] * 2 > c["tokens"]]
         assert streamed, figures(report)  # a clean path passes the stream on
-        loaded = bench(url, server.url, "--json")
+        loaded = bench(url, server.url, "--json", "--otlp", spans)
         assert loaded.code == 0 and json.loads(loaded.out)["engine"]["held_back"] is False, loaded
+        split = json.loads(loaded.out)["spans"]  # vLLM's spans of the run's own requests
+        assert split["received"] >= 1 and split["engine_ttft_p50_s"] is not None, split
 
 
 def bench(url: str, engine: str, *more: str) -> Ran:

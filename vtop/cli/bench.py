@@ -5,21 +5,29 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import statistics
 import sys
+from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 from rich.table import Table
 
+from vtop.cli.options import add_otlp_options, settings_from
 from vtop.cli.options import parser as options_parser
+from vtop.cli.spans import listening_for_spans, wait_for_last_spans
 from vtop.core.config.settings import API_KEY_ENV, DEFAULT_URL, server_url
+from vtop.core.frame import RequestSpan
+from vtop.core.ingest.sources.otlp_receiver import SpanStore
 from vtop.core.ingest.sources.vllm_http import ScrapeOptions
 from vtop.core.manage.bench import Bench, BenchConfig, Lengths
 from vtop.core.manage.bench_report import BenchReport, Percentiles
 from vtop.core.ops.front_door import EngineView, beside_engine, held_back
 from vtop.core.redact import remembered
+from vtop.core.session.request_view import time_split
 from vtop.core.status import ExitCode
 from vtop.core.strict_json import strict_json
+from vtop.text.requests import TURN_ON, split_json
 
 
 def bench_parser() -> argparse.ArgumentParser:
@@ -52,6 +60,7 @@ def bench_parser() -> argparse.ArgumentParser:
         "(default: /metrics at the URL loaded, when it serves vLLM's)",
     )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_otlp_options(parser)
     return parser
 
 
@@ -136,14 +145,14 @@ def print_report(console: Console, report: BenchReport) -> None:
         console.print(f"error: {error} x{count}")
 
 
-async def _run(config: BenchConfig, show_progress: bool) -> BenchReport:
+async def _run(bench: Bench, show_progress: bool) -> BenchReport:
     """Run with a progress bar on stderr when asked."""
     if not show_progress:
-        return await Bench(config).run()
+        return await bench.run()
     columns = (BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
-        task = progress.add_task("requests", total=config.num_requests)
-        bench = Bench(config, lambda done, total: progress.update(task, completed=done))
+        task = progress.add_task("requests", total=bench.config.num_requests)
+        bench.progress = lambda done, total: progress.update(task, completed=done)
         return await bench.run()
 
 
@@ -153,18 +162,70 @@ def bench_main(argv: list[str]) -> int:
     config = config_from_args(args)
     engine_url = server_url(args.engine) if args.engine else config.url
     scraping = ScrapeOptions(timeout_s=10.0, api_key=config.api_key)
-    try:
-        run = _run(config, sys.stderr.isatty() and not args.json)
-        report, engine = asyncio.run(beside_engine(run, engine_url, scraping))
-    except Exception as error:
-        print(f"vtop: error: bench: cannot run against {config.url}: {error}", file=sys.stderr)
-        return ExitCode.UNKNOWN
+    bench = Bench(config)
+    received = SpanStore()
+    with listening_for_spans("vtop bench", settings_from(args), None, received) as bound:
+        try:
+            run = _run(bench, sys.stderr.isatty() and not args.json)
+            report, engine = asyncio.run(beside_engine(run, engine_url, scraping))
+        except Exception as error:
+            print(f"vtop: error: bench: cannot run against {config.url}: {error}", file=sys.stderr)
+            return ExitCode.UNKNOWN
+        if bound and report.completed:
+            wait_for_last_spans("vtop bench", "the run's last requests")
+    mine = [s for s in received.spans() if bench.run_id in s.request_id]
     if args.json:
-        print(strict_json({**report.as_dict(), "engine": engine_json(report, engine)}))
+        spans = spans_json(report, mine, bound) if bound else None
+        print(
+            strict_json({**report.as_dict(), "engine": engine_json(report, engine), "spans": spans})
+        )
     else:
         print_report(Console(), report)
-        print("\n".join(engine_lines(report, engine)))
+        print(
+            "\n".join(
+                engine_lines(report, engine) + (span_lines(report, mine, bound) if bound else [])
+            )
+        )
     return 1 if report.failed else 0
+
+
+def _median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def spans_json(report: BenchReport, spans: list[RequestSpan], bound: list[str]) -> dict[str, Any]:
+    """vLLM's spans of the run's requests: where their time went, and the engine's TTFT beside
+    the clients'."""
+    engine = _median([s.ttft_s for s in spans if s.ttft_s is not None])
+    client = report.ttft.p50
+    return {
+        "listening": bound,
+        "received": len(spans),
+        "time_split": [split_json(split) for split in time_split(spans)],
+        "engine_ttft_p50_s": engine,
+        "client_ttft_p50_s": client,
+        "path_ttft_p50_s": None if engine is None or client is None else max(0.0, client - engine),
+    }
+
+
+def span_lines(report: BenchReport, spans: list[RequestSpan], bound: list[str]) -> list[str]:
+    """The same run from vLLM's spans of its requests (found by their X-Request-Id)."""
+    if not spans:
+        return [f"spans: none of the run's requests arrived on {', '.join(bound)}: {TURN_ON}"]
+    figures = spans_json(report, spans, bound)
+    lines = [f"vLLM's spans of {len(spans)} of the run's requests (on {', '.join(bound)}):"]
+    for split in time_split(spans):
+        lines.append(
+            f"  {split.band}: queue {split.queue:.0%}, prefill {split.prefill:.0%}, "
+            f"decode {split.decode:.0%} of their end-to-end time"
+        )
+    engine, path = figures["engine_ttft_p50_s"], figures["path_ttft_p50_s"]
+    if engine is not None and path is not None:
+        lines.append(
+            f"  TTFT p50: engine {_ms(engine)} ms, clients {_ms(report.ttft.p50)} ms: "
+            f"{_ms(path)} ms outside the engine (the API server and the path)"
+        )
+    return lines
 
 
 def engine_json(report: BenchReport, engine: EngineView) -> dict[str, object]:

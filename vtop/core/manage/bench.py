@@ -8,8 +8,10 @@ wall-clock time, never a sum of latencies.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import math
 import random
+import secrets
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -171,13 +173,17 @@ async def sse_events(
 
 
 async def run_streaming(
-    client: httpx.AsyncClient, url: str, body: dict[str, Any], config: BenchConfig
+    client: httpx.AsyncClient,
+    url: str,
+    body: dict[str, Any],
+    config: BenchConfig,
+    headers: dict[str, str] | None = None,
 ) -> RequestResult:
     """Send one streaming request and time its chunks."""
     started = time.perf_counter()
     result = RequestResult(ok=False)
     last: float | None = None
-    async with client.stream("POST", url, json=body) as response:
+    async with client.stream("POST", url, json=body, headers=headers) as response:
         if response.status_code != 200:
             await response.aread()
             return RequestResult(ok=False, error=f"HTTP {response.status_code}")
@@ -200,10 +206,15 @@ async def run_streaming(
     return result
 
 
-async def run_plain(client: httpx.AsyncClient, url: str, body: dict[str, Any]) -> RequestResult:
+async def run_plain(
+    client: httpx.AsyncClient,
+    url: str,
+    body: dict[str, Any],
+    headers: dict[str, str] | None = None,
+) -> RequestResult:
     """Send one non-streaming request."""
     started = time.perf_counter()
-    response = await client.post(url, json=body)
+    response = await client.post(url, json=body, headers=headers)
     elapsed = time.perf_counter() - started
     if response.status_code != 200:
         return RequestResult(ok=False, error=f"HTTP {response.status_code}", e2e_s=elapsed)
@@ -217,16 +228,22 @@ async def run_plain(client: httpx.AsyncClient, url: str, body: dict[str, Any]) -
 
 
 async def one_request(
-    client: httpx.AsyncClient, config: BenchConfig, model: str, prompts: PromptMaker
+    client: httpx.AsyncClient,
+    config: BenchConfig,
+    model: str,
+    prompts: PromptMaker,
+    request_id: str | None = None,
 ) -> RequestResult:
-    """One request with its overall timeout; every failure becomes a result."""
+    """One request with its overall timeout (sent with `request_id` as its X-Request-Id, which
+    vLLM's span of it carries); every failure becomes a result."""
     body = request_body(config, model, prompts)
     url = config.url.rstrip("/") + endpoint_path(config)
+    headers = {"X-Request-Id": request_id} if request_id else None
     try:
         async with asyncio.timeout(config.request_timeout_s):
             if config.stream:
-                return await run_streaming(client, url, body, config)
-            return await run_plain(client, url, body)
+                return await run_streaming(client, url, body, config, headers)
+            return await run_plain(client, url, body, headers)
     except StreamStalledError:
         return RequestResult(ok=False, error="stalled stream")
     except TimeoutError:
@@ -271,7 +288,11 @@ class Bench:
         self.progress = progress or (lambda done, total: None)
         self.results: list[RequestResult] = []
         self.prompts = PromptMaker(config)
+        self.run_id = f"vtop-bench-{secrets.token_hex(4)}"
+        """Every request's X-Request-Id begins with it (`RUN_ID-N`): vLLM's spans of this
+        run's requests are found by it."""
         self._issued = 0
+        self._numbers = itertools.count()
         self._deadline = math.inf
 
     def _may_issue(self) -> bool:
@@ -299,7 +320,8 @@ class Bench:
 
     async def _record(self, client: httpx.AsyncClient, model: str) -> None:
         """Issue one request and record its result."""
-        result = await one_request(client, self.config, model, self.prompts)
+        request_id = f"{self.run_id}-{next(self._numbers)}"
+        result = await one_request(client, self.config, model, self.prompts, request_id)
         self.results.append(result)
         self.progress(len(self.results), self.config.num_requests)
 
