@@ -10,7 +10,7 @@ from textual.widgets import DataTable
 
 from tests.support.app import replay_app, screen_text, wait_for
 from tests.support.storm import storm
-from vtop.core.frame import RequestSpan
+from vtop.core.frame import InFlightRequest, RequestSpan
 from vtop.core.ingest.feed_status import FeedStatus, Mode
 from vtop.ui.app import VtopApp
 from vtop.ui.keys import UNAVAILABLE
@@ -133,3 +133,22 @@ async def test_r_on_a_live_server_without_spans_says_how_to_turn_them_on() -> No
         await pilot.pause(0.2)
         assert isinstance(app.screen, TextScreen)
         assert "--otlp grpc://127.0.0.1:4317" in str(app.screen.body)
+
+
+async def test_r_lists_the_requests_in_flight_above_the_finished_ones() -> None:
+    frames = [storm(t) for t in range(20)]
+    hog = InFlightRequest("cmpl-hog-7", "/v1/chat/completions", 312.0, True, 4096, 2918, 90)
+    for index in (18, 19):
+        scrapes = tuple(dataclasses.replace(s, in_flight=(hog,)) for s in frames[index].scrapes)
+        frames[index] = dataclasses.replace(frames[index], scrapes=scrapes)
+    frames[18] = dataclasses.replace(frames[18], spans=(span("done-1", 1.0, 1.0, 15.0),))
+    app = replay_app(frames)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: app.session.now == 19.0)
+        await pilot.press("R")
+        await pilot.pause(0.2)
+        assert isinstance(app.screen, RequestsScreen)
+        shown = screen_text(app)
+        assert "IN FLIGHT (1 running" in shown and "cmpl-hog-7" in shown, shown
+        assert "5m12s" in shown and "1 request(s) finished" in shown, shown
+        assert app.screen.query_one(DataTable).row_count == 1

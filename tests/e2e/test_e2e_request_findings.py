@@ -3,7 +3,8 @@ their ids from vLLM's own spans. Slot hogs on the two-slot server (two generatio
 their max_tokens while short requests queue), head-of-line blocking on the 64-token budget (four
 900-token prompts prefilled in chunks while short ones wait). Each test first measures its
 precondition on the client (the short requests waited far longer than one alone takes) and
-fails with the figures when it does not hold."""
+fails with the figures when it does not hold. The same shapes on a server with room to spare
+give neither finding."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.scenarios import SEQ_LIMITED, SMALL_BUDGET
+from tests.support.scenarios import LIGHT, SEQ_LIMITED, SMALL_BUDGET
 from tests.support.vllm_harness.server import ServerPool, VllmServer
 from tests.support.vtop_cli import Ran, vtop
 
@@ -147,3 +148,30 @@ async def test_short_requests_behind_chunked_prompts_are_head_of_line_blocked(
     assert named(ids(finding["culprits"]), [c[0] for c in long]), finding["culprits"]
     assert named(ids(finding["victims"]), [v[0] for v in victims]), finding["victims"]
     assert finding["changes"][0].startswith("--long-prefill-token-threshold "), finding
+
+
+async def test_the_same_shapes_with_room_to_spare_give_neither_finding(
+    vllm_pool: ServerPool,
+) -> None:
+    """Long generations and long prompts beside short requests on the 16-slot server, whose
+    step budget takes each prompt whole: nobody waits behind anybody, and neither finding is
+    made although the spans show the same spread of lengths."""
+    server = vllm_pool.get(LIGHT)
+    short = tokens(20)
+    baseline = await alone(server, short, 8)
+    long = [(f"vtop-gen-{i}", tokens(20, 50 * i), 200) for i in range(2)]
+    long += [(f"vtop-prompt-{i}", tokens(300, 300 * i), 2) for i in range(2)]
+    shorts = [(f"vtop-chat-{i}", tokens(20, 7 * i), 8) for i in range(6)]
+    ran, took = await diagnose_during(server, long, shorts)
+    report: dict[str, Any] = json.loads(ran.out)
+    waiting_max = report["window_gauges"]["waiting"]["max"]
+    mean_took = sum(took) / len(took)
+    assert waiting_max == 0 and mean_took < WAITED_FACTOR * baseline, (
+        f"precondition: the engine's queue reached {waiting_max} in the window and the short "
+        f"requests took {mean_took:.2f} s on average against {baseline:.2f} s alone: "
+        "this load was not free of waiting"
+    )
+    requests = report["requests"]
+    assert requests is not None and requests["received"] >= len(long) + len(shorts), requests
+    kinds = [finding["kind"] for finding in requests["findings"]]
+    assert "slot-hog" not in kinds and "head-of-line" not in kinds, json.dumps(requests)[:4000]

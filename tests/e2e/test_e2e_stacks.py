@@ -190,10 +190,26 @@ def test_a_spin_whose_gauges_look_idle_is_still_stuck_by_its_stacks(
         assert "VERDICT: CRITICAL - the engine is stuck" in text.out, text.out
         assert "WHERE THE ENGINE IS: SPINNING" in text.out, text.out
         assert "spin_until_released (faulty_logits.py:" in text.out, text.out
+        assert "IN FLIGHT (1 running" in text.out and "vtop-fault-spin" in text.out, text.out
+        assert_the_stuck_request_is_named(url)
     finally:
         release.write_text("go")
         spin.join(timeout=120)
     released(faulty, release, spin)
+    after = as_json(vtop("requests", url, "--json", timeout_s=60))
+    assert after["in_flight"] == [], after["in_flight"]
+
+
+def assert_the_stuck_request_is_named(url: str) -> None:
+    """vtop's middleware in the server lists the trigger request in flight, held since the
+    engine froze, although the gauges read idle."""
+    listed = as_json(vtop("requests", url, "--json", timeout_s=60))
+    stuck = [r for r in listed["in_flight"] or [] if r["request_id"] == "vtop-fault-spin"]
+    assert stuck, listed
+    assert stuck[0]["age_s"] >= FROZEN_S and stuck[0]["max_tokens"] == 8, stuck
+    assert stuck[0]["path"] == "/v1/completions" and stuck[0]["stream"] is False, stuck
+    text = vtop("requests", url, timeout_s=60)
+    assert text.code == 0 and "IN FLIGHT (1 running" in text.out, text.text
 
 
 def test_a_raising_logits_processor_is_the_last_words_of_a_dead_server(

@@ -11,12 +11,16 @@ LIGHT = ServerSpec(max_num_seqs=16, otlp_protocol="grpc")
 """Sixteen slots; its request spans go over OTLP/gRPC to a port a test may listen on."""
 STORM = ServerSpec(num_gpu_blocks_override=8, block_size=128, max_num_seqs=16)
 SEQ_LIMITED = ServerSpec(
-    max_num_seqs=2, logits_processors="faulty_logits:FaultWhenAsked", otlp_protocol="http"
+    max_num_seqs=2,
+    logits_processors="faulty_logits:FaultWhenAsked",
+    otlp_protocol="http",
+    in_flight=True,
 )
 """Two sequence slots. It also loads the test's faulty logits processor, which does nothing
 unless a request asks it to spin or raise (tests/e2e/test_e2e_stacks.py, the last to use this
 server: one start serves the cap, the front door, the request spans and the stuck-or-dead
-tests); its request spans go over OTLP/HTTP."""
+tests); its request spans go over OTLP/HTTP; vtop's in-flight middleware lists its requests
+(the stuck request named by it)."""
 SMALL_BUDGET = ServerSpec(
     max_num_seqs=16,
     max_num_batched_tokens=64,

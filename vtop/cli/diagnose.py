@@ -44,6 +44,7 @@ from vtop.core.session.diagnose import (
     needed_window,
 )
 from vtop.core.session.request_findings import request_evidence
+from vtop.core.session.request_view import spans_of_server
 from vtop.core.strict_json import strict_json
 from vtop.text.fold import fold, terminal_width
 from vtop.text.report import fleet_json_report, fleet_text_report, json_report, text_report
@@ -188,7 +189,12 @@ def diagnose_main(argv: list[str]) -> int:
         window = (frames[0].timestamp, frames[-1].timestamp)
         found = (
             request_evidence(
-                spans.spans(), window, bound, diagnosis.config, spans.dropped, spans.refused
+                spans_of_server(spans.spans(), target),
+                window,
+                bound,
+                diagnosis.config,
+                spans.dropped,
+                spans.refused,
             )
             if bound
             else request_evidence(recorded, window, ["the recording"], diagnosis.config)

@@ -1,9 +1,12 @@
-"""`vtop requests --otlp ADDR`: receive vLLM's per-request spans for a window and print the
-slowest requests with where their time went; exit 0 with spans, 3 with none."""
+"""`vtop requests [URL|RECORDING] [--otlp ADDR]`: the requests a server has in flight (vtop's
+middleware in it lists them), and vLLM's per-request spans received for a window (or held by
+a recording): the slowest requests with where their time went; exit 0 with either, 3 with
+neither."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import time
 
 from vtop.cli.errors import CliError
@@ -11,15 +14,17 @@ from vtop.cli.frames import file_argument, read_frames
 from vtop.cli.options import add_otlp_options, parser, settings_from
 from vtop.core.config.otlp_address import OtlpAddressError, parse_address
 from vtop.core.config.settings import Settings
-from vtop.core.frame import RequestSpan
+from vtop.core.frame import InFlightRequest, RequestSpan, TargetScrape
 from vtop.core.ingest.sources.otlp_receiver import (
     SpanStore,
     receiving,
 )
-from vtop.core.session.request_view import SORTS, ranked, time_split
+from vtop.core.ingest.sources.vllm_http import ScrapeOptions, VllmHttpSource
+from vtop.core.session.request_view import SORTS, ranked, spans_of_server, time_split
 from vtop.core.status import ExitCode
 from vtop.core.strict_json import strict_json
 from vtop.text.fold import fold, terminal_width
+from vtop.text.in_flight import in_flight_json, in_flight_lines
 from vtop.text.requests import TURN_ON, requests_lines, span_json, split_json
 
 SCHEMA = "vtop.requests/1"
@@ -46,10 +51,12 @@ def requests_parser() -> argparse.ArgumentParser:
     command.add_argument("--sort", choices=sorted(SORTS), default="e2e", help="rank by (e2e)")
     command.add_argument("--limit", type=int, default=20, help="requests listed (20)")
     command.add_argument(
-        "recording",
+        "source",
         nargs="?",
-        help="a recording or bundle: the spans it holds (vtop record --otlp ADDR), not a "
-        "window of listening",
+        metavar="URL|RECORDING",
+        help="a vLLM server: the requests it has in flight (when vtop's middleware is loaded: "
+        "vtop serve does), and with --otlp the spans of its requests that finish in the "
+        "window; or a recording or bundle: the spans it holds (vtop record --otlp ADDR)",
     )
     command.add_argument("--json", action="store_true", help="print JSON")
     return command
@@ -80,36 +87,59 @@ def requests_main(argv: list[str]) -> int:
     args = requests_parser().parse_args(argv)
     if args.window <= 0 or args.limit <= 0:
         raise CliError("vtop requests: --window and --limit must be positive")
+    path = file_argument(args.source) if args.source else None
+    url = args.source if args.source and path is None else None
     settings = settings_from(args)
     store = SpanStore()
-    if args.recording is not None:
-        spans, bound = recorded_spans(args.recording), [args.recording]
-        received = f"{len(spans)} request span(s) in {args.recording}"
+    in_flight: tuple[InFlightRequest, ...] | None = None
+    if path is not None:
+        spans, bound = recorded_spans(args.source), [args.source]
+        received = f"{len(spans)} request span(s) in {args.source}"
+    elif url is not None and not settings.otlp:
+        spans, bound, received = [], [], ""
     else:
         bound = listen(settings, store, args.window)
         spans = store.spans()
         received = f"{len(spans)} request span(s) in {args.window:g} s on {', '.join(bound)}"
+    if url is not None:
+        scrape = asyncio.run(scrape_once(url))
+        in_flight = scrape.in_flight
+        spans = spans_of_server(spans, scrape.target)
     listed = ranked(spans, args.sort, args.limit)
     splits = time_split(spans)
     received += (f"; {store.dropped} dropped (oldest)" if store.dropped else "") + (
         f"; {store.refused} export(s) refused" if store.refused else ""
     )
     if args.json:
-        print(
-            strict_json(
-                {
-                    "schema": SCHEMA,
-                    "received": len(spans),
-                    "dropped": store.dropped,
-                    "refused": store.refused,
-                    "listening": bound,
-                    "requests": [span_json(span) for span in listed],
-                    "time_split": [split_json(split) for split in splits],
-                }
-            )
-        )
+        document = {
+            "schema": SCHEMA,
+            "received": len(spans),
+            "dropped": store.dropped,
+            "refused": store.refused,
+            "listening": bound,
+            "requests": [span_json(span) for span in listed],
+            "time_split": [split_json(split) for split in splits],
+            "in_flight": None if in_flight is None else [in_flight_json(r) for r in in_flight],
+        }
+        print(strict_json(document))
     else:
-        lines = requests_lines(listed, splits, received)
-        why = TURN_ON if args.recording is None else NONE_RECORDED
-        print(fold("\n".join(lines if spans else [received, why]), terminal_width()))
-    return ExitCode.OK if spans else ExitCode.UNKNOWN
+        lines = [] if url is None else [*in_flight_lines(in_flight), ""]
+        if received:
+            why = TURN_ON if path is None else NONE_RECORDED
+            lines += requests_lines(listed, splits, received) if spans else [received, why]
+        print(fold("\n".join(lines).rstrip("\n"), terminal_width()))
+    return ExitCode.OK if spans or in_flight is not None else ExitCode.UNKNOWN
+
+
+async def scrape_once(url: str) -> TargetScrape:
+    """One scrape of the server (with its requests in flight when it lists them); a server
+    that does not answer as vLLM is refused in one line."""
+    source = VllmHttpSource(url, ScrapeOptions.from_env())
+    try:
+        scrape = await source.scrape()
+    finally:
+        await source.close()
+    if not scrape.ok:
+        message = f"vtop requests: {scrape.target}: {scrape.status.value}: {scrape.error}"
+        raise CliError(message, ExitCode.UNKNOWN)
+    return scrape

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import shlex
 import sys
 import time
@@ -14,6 +15,7 @@ from vtop.cli.options import add_otlp_options, add_view_options, parser, setting
 from vtop.cli.spans import open_feed_with_spans, vllm_tracing
 from vtop.core.forensics.last_words import why_it_exited
 from vtop.core.manage.apply import wait_ready
+from vtop.core.manage.in_flight import in_flight_middleware
 from vtop.core.manage.process import ProcessError, port_of, start, stop
 from vtop.core.managed_server import (
     ManagedServer,
@@ -47,6 +49,11 @@ def serve_parser() -> argparse.ArgumentParser:
     serve.add_argument("--no-dashboard", action="store_true", help="start, wait, print, exit")
     serve.add_argument("--ready-timeout", type=float, default=900.0, help="seconds to wait")
     serve.add_argument("--interval", type=float, help="seconds between scrapes (1)")
+    serve.add_argument(
+        "--no-in-flight",
+        action="store_true",
+        help="do not load vtop's middleware that lists vLLM's requests in flight",
+    )
     add_view_options(serve)
     add_otlp_options(serve)
     return serve
@@ -69,9 +76,15 @@ def serve_main(argv: list[str]) -> int:
     """Run `vtop serve`."""
     own, vllm_args = split_vllm_args(argv)
     args = serve_parser().parse_args(own)
-    tracing, tracing_env = vllm_tracing(settings_from(args))
-    command = shlex.split(args.command) + vllm_args + tracing
-    env = tracing_env | dict(item.split("=", 1) for item in args.env if "=" in item)
+    given = dict(item.split("=", 1) for item in args.env if "=" in item)
+    environ = {**os.environ, **given}
+    port = port_of(vllm_args)
+    tracing, tracing_env = vllm_tracing(settings_from(args), f"127.0.0.1:{port}", environ)
+    listing, listing_env = (
+        ([], {}) if args.no_in_flight else in_flight_middleware(state_dir(), environ)
+    )
+    command = shlex.split(args.command) + vllm_args + tracing + listing
+    env = given | tracing_env | listing_env
     name = args.name or f"vllm-{port_of(command)}"
     if running(name) is not None:
         raise CliError(f"{name} is already running; `vtop attach {name}`")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,7 @@ from vtop.core.config.otlp_address import TRACES_PATH, OtlpAddressError, parse_a
 from vtop.core.config.settings import Settings
 from vtop.core.ingest.feeds import Feed
 from vtop.core.ingest.open_feed import open_feed
+from vtop.core.ingest.sources.otlp import SERVER_KEYS
 from vtop.core.ingest.sources.otlp_receiver import SpanStore, receiving
 
 SPANS_AFTER_S = 5.5
@@ -63,17 +64,26 @@ def open_feed_with_spans(settings: Settings, **kwargs: Any) -> Feed:
         raise CliError(f"--otlp {error}") from error
 
 
-def vllm_tracing(settings: Settings) -> tuple[list[str], dict[str, str]]:
+def vllm_tracing(
+    settings: Settings, server: str, environ: Mapping[str, str]
+) -> tuple[list[str], dict[str, str]]:
     """The `vllm serve` flags and environment that point vLLM's span exporter at the first of
-    the settings' receivers (gRPC: HOST:PORT; HTTP: its /v1/traces URL and the protocol)."""
+    the settings' receivers (gRPC: HOST:PORT; HTTP: its /v1/traces URL and the protocol), its
+    spans named by `server` (HOST:PORT, the resource attribute vtop attributes spans by,
+    after any the environment already sets)."""
     if not settings.otlp:
         return [], {}
     address = parse_address(settings.otlp[0])
     host = "127.0.0.1" if address.host in ("0.0.0.0", "::") else address.host
+    named = ",".join(
+        part for part in (environ.get(RESOURCE_ENV, ""), f"{SERVER_KEYS[0]}={server}") if part
+    )
     if address.protocol == "http":
         endpoint = f"http://{host}:{address.port}{TRACES_PATH}"
-        return ["--otlp-traces-endpoint", endpoint], {HTTP_PROTOCOL_ENV: "http/protobuf"}
-    return ["--otlp-traces-endpoint", f"{host}:{address.port}"], {}
+        env = {HTTP_PROTOCOL_ENV: "http/protobuf", RESOURCE_ENV: named}
+        return ["--otlp-traces-endpoint", endpoint], env
+    return ["--otlp-traces-endpoint", f"{host}:{address.port}"], {RESOURCE_ENV: named}
 
 
 HTTP_PROTOCOL_ENV = "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
+RESOURCE_ENV = "OTEL_RESOURCE_ATTRIBUTES"

@@ -135,6 +135,21 @@ class ScrapeStatus(enum.Enum):
 
 
 @dataclass(frozen=True)
+class InFlightRequest:
+    """One request still running, as vtop's middleware in vLLM's API server lists it
+    (`vtop.core.manage.vtop_inflight`; `vtop.core.ingest.sources.in_flight` reads it)."""
+
+    request_id: str
+    path: str
+    age_s: float
+    stream: bool
+    max_tokens: int | None
+    events: int
+    """Server-sent events written so far: about one token each when streamed, 0 otherwise."""
+    body_bytes: int
+
+
+@dataclass(frozen=True)
 class TargetScrape:
     """One target's /metrics at one instant: raw text, parsed samples and outcome."""
 
@@ -154,6 +169,9 @@ class TargetScrape:
     """(setting, value, source) the server reported over HTTP (/v1/models, /server_info)."""
     skipped_series: int = 0
     """Sample lines of series not from vLLM the parser left unparsed (over its cap)."""
+    in_flight: tuple[InFlightRequest, ...] | None = None
+    """The requests running at the scrape, oldest first, as vtop's middleware in vLLM lists
+    them (None: the server does not list them; `vtop serve` loads the middleware)."""
 
     @property
     def ok(self) -> bool:

@@ -14,6 +14,7 @@ from vtop.core.session.diagnose import Diagnosis, FleetDiagnosis
 from vtop.core.session.router import RouterView
 from vtop.core.session.session import Mark
 from vtop.core.status import Status
+from vtop.text.in_flight import in_flight_json, in_flight_lines
 from vtop.text.requests import evidence_json, evidence_lines
 from vtop.text.stacks import last_words_json, last_words_lines, whereabouts_json, whereabouts_lines
 
@@ -103,7 +104,9 @@ def text_report(diagnosis: Diagnosis) -> str:
             lines.append(f"  its metrics: {diagnosis.reason}")
         else:
             lines.append(f"VERDICT: could not diagnose - {diagnosis.reason}")
-        return "\n".join(lines + _quality_lines(diagnosis) + _process_lines(diagnosis))
+        return "\n".join(
+            lines + _quality_lines(diagnosis) + _process_lines(diagnosis) + _running(diagnosis)
+        )
     triage = diagnosis.triage
     lines.append(f"VERDICT: {diagnosis.verdict.upper()}")
     if diagnosis.stopped_answering:
@@ -124,6 +127,7 @@ def text_report(diagnosis: Diagnosis) -> str:
         lines += finding_lines(finding, "  ", diagnosis.config)
         lines += _shortened_hold(finding, diagnosis)
     lines += _process_lines(diagnosis)
+    lines += _running(diagnosis)
     if diagnosis.requests is not None:
         lines += evidence_lines(diagnosis.requests)
     lines += _pending_lines(triage.pending)
@@ -321,7 +325,17 @@ def json_report(diagnosis: Diagnosis) -> dict[str, Any]:
         if diagnosis.last_words is None
         else last_words_json(diagnosis.last_words),
         "requests": None if diagnosis.requests is None else evidence_json(diagnosis.requests),
+        "in_flight": None
+        if diagnosis.in_flight is None
+        else [in_flight_json(request) for request in diagnosis.in_flight],
     }
+
+
+def _running(diagnosis: Diagnosis) -> list[str]:
+    """The requests in flight at the last answer, when the server lists any."""
+    if not diagnosis.in_flight:
+        return []
+    return ["", *in_flight_lines(diagnosis.in_flight)]
 
 
 def _settings_json(settings: dict[str, Setting]) -> dict[str, dict[str, Any]]:

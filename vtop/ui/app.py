@@ -330,7 +330,10 @@ class VtopApp(App[int]):
         replaying = self.feed.status(self.clock()).mode is Mode.REPLAY
         listening = ("the recording",) if replaying else self.settings.otlp
         now = self.session.now or self.clock()
-        shown = build_requests(list(self.session.spans), target.config, listening, now)
+        scrape = target.last_ok_scrape
+        in_flight = None if scrape is None else scrape.in_flight
+        spans = list(self.session.spans)
+        shown = build_requests(spans, target.config, listening, now, target.target, in_flight)
         if isinstance(shown, str):
             self.push_screen(TextScreen(f"requests of {target.target}", shown))
         else:

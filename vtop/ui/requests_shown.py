@@ -1,6 +1,7 @@
-"""What the requests view (`R`) shows, built from the session's spans when it opens (pure,
-beside `shown.py`): the requests that finished in the last REQUESTS_WINDOW_S and those that
-held up others; or why there is nothing to show."""
+"""What the requests view (`R`) shows, built from the session's spans and the last scrape's
+requests in flight when it opens (pure, beside `shown.py`): the requests running now, those
+that finished in the last REQUESTS_WINDOW_S and those that held up others; or why there is
+nothing to show."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from vtop.core.config.server_config import ServerConfig
-from vtop.core.frame import RequestSpan
+from vtop.core.frame import InFlightRequest, RequestSpan
 from vtop.core.session.request_findings import request_evidence
+from vtop.core.session.request_view import spans_of_server
+from vtop.text.in_flight import in_flight_lines
 from vtop.text.requests import TURN_ON, held_up_lines
 
 REQUESTS_WINDOW_S = 300.0
@@ -22,27 +25,41 @@ NOT_LISTENING = (
 
 @dataclass(frozen=True)
 class RequestsShown:
-    """What the view shows: the spans of the window and what they say."""
+    """What the view shows: the requests in flight, the spans of the window and what they
+    say."""
 
     title: str
     """`14 request(s) finished in the last 300 s (vLLM's spans on ...)`."""
     spans: tuple[RequestSpan, ...]
     held_up: tuple[str, ...]
     """The requests that held up others (or the outliers, or that none did)."""
+    in_flight: tuple[str, ...] = ()
+    """The requests running now, as vtop's middleware lists them (or that it is not loaded)."""
 
 
 def build_requests(
-    spans: Sequence[RequestSpan], config: ServerConfig, listening: Sequence[str], now: float
+    spans: Sequence[RequestSpan],
+    config: ServerConfig,
+    listening: Sequence[str],
+    now: float,
+    target: str,
+    in_flight: Sequence[InFlightRequest] | None = None,
 ) -> RequestsShown | str:
-    """The view's value, or a text saying why there is none (not listening, or no request
-    finished in the window)."""
+    """The view's value for `target` (its own spans when they name it), or a text saying why
+    there is nothing to show (neither spans nor a list of the requests in flight)."""
+    running = tuple(in_flight_lines(in_flight))
     if not listening:
-        return NOT_LISTENING
+        if in_flight is None:
+            return "\n".join([NOT_LISTENING, *running])
+        return RequestsShown(NOT_LISTENING, (), (), running)
     window = (now - REQUESTS_WINDOW_S, now)
-    evidence = request_evidence(spans, window, listening, config)
+    own = spans_of_server(list(spans), target)
+    evidence = request_evidence(own, window, listening, config)
     if not evidence.received:
-        return "\n".join([f"no request finished in the last {REQUESTS_WINDOW_S:g} s", TURN_ON])
-    inside = tuple(s for s in spans if window[0] <= s.end_s <= window[1])
+        nothing = [f"no request finished in the last {REQUESTS_WINDOW_S:g} s", TURN_ON]
+        if in_flight is None:
+            return "\n".join([*nothing, *running])
+        return RequestsShown(nothing[0], (), (), running)
     title = (
         f"{evidence.received} request(s) finished in the last {REQUESTS_WINDOW_S:g} s "
         f"(vLLM's spans on {', '.join(listening)})"
@@ -52,4 +69,6 @@ def build_requests(
         f"decode {split.decode:.0%}"
         for split in evidence.splits
     ]
-    return RequestsShown(title, inside, ("HELD UP", *held_up_lines(evidence), *splits))
+    held_up = ("HELD UP", *held_up_lines(evidence), *splits)
+    inside = tuple(s for s in own if window[0] <= s.end_s <= window[1])
+    return RequestsShown(title, inside, held_up, running if in_flight is not None else ())

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import httpx
 
+from vtop.core.manage.in_flight import in_flight_middleware
+
 ROOT = Path(__file__).resolve().parents[3]
 CACHE = ROOT / ".cache" / "vllm-tests"
 FAST_START = {"VLLM_USE_AOT_COMPILE": "0"}
@@ -106,6 +108,9 @@ class ServerSpec:
     logits_processors: str | None = None
     """--logits-processors, a class of faulty_logits.py beside this file (its folder goes on
     the server's PYTHONPATH)."""
+    in_flight: bool = False
+    """Load vtop's in-flight middleware as `vtop serve` does (vtop's own
+    `in_flight_middleware`: the file copied beside the server, PYTHONPATH, --middleware)."""
     otlp_protocol: str | None = None
     """Export request spans over OTLP ("grpc" or "http") to a loopback port the server picks
     (`VllmServer.otlp_port`), where a test listens when it wants them (nothing listens
@@ -148,6 +153,7 @@ class VllmServer:
         self.otlp_port = free_port() if spec.otlp_protocol else None
         self.model_path = model_dir(spec.model)
         self._process: subprocess.Popen[bytes] | None = None
+        self._middleware_flags: list[str] = []
 
     @property
     def url(self) -> str:
@@ -158,7 +164,8 @@ class VllmServer:
         """The full command line."""
         entry = ["-m", "vllm.entrypoints.openai.api_server", "--model", str(self.model_path)]
         where = ["--host", "127.0.0.1", "--port", str(self.port)]
-        return [str(vllm_python()), *entry, *where, *self.spec.flags(), *self._otlp_flags()]
+        flags = [*self.spec.flags(), *self._otlp_flags(), *self._middleware_flags]
+        return [str(vllm_python()), *entry, *where, *flags]
 
     def _otlp_flags(self) -> list[str]:
         """--otlp-traces-endpoint for the spec's protocol (gRPC: host:port; HTTP: the URL)."""
@@ -179,10 +186,15 @@ class VllmServer:
         }
         if self.spec.logits_processors:
             env["PYTHONPATH"] = str(Path(__file__).parent)
+        if self.spec.in_flight:
+            state = self.log_path.parent / f"vtop-state-{self.port}"
+            self._middleware_flags, listing_env = in_flight_middleware(state, env)
+            env.update(listing_env)
         if self.spec.otlp_protocol == "http":
             env["OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"] = "http/protobuf"
         if self.spec.otlp_protocol:
             env["OTEL_BSP_SCHEDULE_DELAY"] = str(SPAN_EXPORT_DELAY_MS)
+            env["OTEL_RESOURCE_ATTRIBUTES"] = f"vtop.server=127.0.0.1:{self.port}"
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as log:
             self._process = subprocess.Popen(

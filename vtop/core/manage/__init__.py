@@ -3,7 +3,19 @@ generator, the one apply -> verify -> roll back and its audit log. Imports sessi
 everything below.
 
 Offers `start`, `stop`, `restart` (process), `apply_and_verify` and `switch` (apply), `Bench`
-(bench), `measure` and the verdict (verdict), `audit` (audit), the argv edits (flag_edits).
+(bench), `measure` and the verdict (verdict), `audit` (audit), the argv edits (flag_edits),
+the in-flight middleware vtop loads into vLLM (`vtop_inflight`, standard library only) and
+the flags that load it (in_flight).
 """
 
-__all__ = ["apply", "audit", "bench", "bench_report", "flag_edits", "process", "verdict"]
+__all__ = [
+    "apply",
+    "audit",
+    "bench",
+    "bench_report",
+    "flag_edits",
+    "in_flight",
+    "process",
+    "verdict",
+    "vtop_inflight",
+]

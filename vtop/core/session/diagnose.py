@@ -11,7 +11,7 @@ from vtop.core.config.server_config import ServerConfig
 from vtop.core.forensics.classify import EngineWhereabouts
 from vtop.core.forensics.last_words import LastWords
 from vtop.core.forensics.processes import NotVisible
-from vtop.core.frame import Frame, ScrapeStatus, TargetScrape
+from vtop.core.frame import Frame, InFlightRequest, ScrapeStatus, TargetScrape
 from vtop.core.ingest.quality import Defect
 from vtop.core.rules.engine import Engine, Triage, Unchecked
 from vtop.core.rules.rule import Rule
@@ -66,6 +66,9 @@ class Diagnosis:
     """Why the engine died, from the server's log (given when the server does not answer)."""
     requests: RequestEvidence | None = None
     """What vLLM's request spans of the window say (given when vtop received them)."""
+    in_flight: tuple[InFlightRequest, ...] | None = None
+    """The requests running at the last answer, oldest first (None: the server does not
+    list them; vtop's middleware in vLLM does)."""
 
     @property
     def verdict(self) -> Status:
@@ -206,6 +209,7 @@ def diagnosis(session: Session, target: str) -> Diagnosis:
     window = max(0.0, now - max(seen, default=now))
     events = [m for m in session.marks if m.target == target]
     found = Diagnosis(target, now, window, view.triage, view.config, None, events=events)
+    found.in_flight = None if view.last_ok_scrape is None else view.last_ok_scrape.in_flight
     found.data_quality = list({(d.kind, d.line): d for _, d in reversed(view.defects)}.values())
     found.data_quality.reverse()
     reason = _no_diagnosis_reason(session.store, target, now, window)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from vtop.core.frame import RequestSpan
 
@@ -20,6 +21,19 @@ SORTS: dict[str, Callable[[RequestSpan], float | None]] = {
     "output": lambda s: None if s.output_tokens is None else float(s.output_tokens),
 }
 """What `--sort` ranks by, largest first (unknown last)."""
+
+
+def names_server(server: str, target: str) -> bool:
+    """True when a span's server name (its `vtop.server`, `service.instance.id` or
+    `service.name` resource attribute) is this target: its label, or its HOST:PORT."""
+    return bool(server) and server in (target, urlsplit(target).netloc.rpartition("@")[2])
+
+
+def spans_of_server(spans: list[RequestSpan], target: str) -> list[RequestSpan]:
+    """The spans this target exported, when any names it; else all of them (spans from
+    servers that set no name of theirs cannot be told apart)."""
+    own = [span for span in spans if names_server(span.server, target)]
+    return own or spans
 
 
 def ranked(

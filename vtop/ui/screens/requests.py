@@ -1,4 +1,5 @@
-"""The requests view (`R`): the requests that finished lately, from vLLM's spans, as a table
+"""The requests view (`R`): the requests in flight (when vtop's middleware in vLLM lists
+them), then the requests that finished lately, from vLLM's spans, as a table
 sortable by any of its figures; Enter opens one request's timeline with the requests it waited
 behind; under the table, the requests that held up others. The app gives it the spans and the
 findings (widgets never fetch)."""
@@ -29,6 +30,7 @@ class RequestsScreen(Screen[None]):
 
     DEFAULT_CSS = """
     RequestsScreen #requests-title { height: auto; color: $text-muted; }
+    RequestsScreen #requests-in-flight { height: auto; max-height: 8; }
     RequestsScreen #requests-table { height: 1fr; }
     RequestsScreen #requests-held-up { height: auto; max-height: 12; }
     """
@@ -45,6 +47,9 @@ class RequestsScreen(Screen[None]):
         self._by_key: dict[str, RequestSpan] = {}
 
     def compose(self) -> ComposeResult:
+        if self.shown.in_flight:
+            in_flight = "\n".join(self.shown.in_flight)
+            yield Static(in_flight, id="requests-in-flight", markup=False)
         yield Static(id="requests-title", markup=False)
         table: DataTable[str] = DataTable(id="requests-table", cursor_type="row")
         table.add_columns(*COLUMNS)

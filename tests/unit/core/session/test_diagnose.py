@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -15,7 +16,7 @@ from tests.support.http_server import QuietHandler, serving_handler
 from tests.support.payloads import fixture
 from tests.support.storm import storm_frames
 from tests.support.vtop_cli import vtop
-from vtop.core.frame import Event, Frame, ScrapeStatus, TargetScrape
+from vtop.core.frame import Event, Frame, InFlightRequest, ScrapeStatus, TargetScrape
 from vtop.core.rules.engine import ProposedChange
 from vtop.core.rules.loader import load_rules
 from vtop.core.session.diagnose import (
@@ -363,3 +364,18 @@ def test_a_server_down_for_longer_than_the_history_held_says_so() -> None:
     found = diagnosis(session, TARGET)
     assert found.triage is None and found.reason is not None
     assert "its last answer came 940 s ago" in found.reason, found.reason
+
+
+def test_the_requests_in_flight_at_the_last_answer_are_in_the_report() -> None:
+    hog = InFlightRequest("cmpl-hog-7", "/v1/completions", 312.0, True, 4096, 2918, 90)
+    frames = storm_frames()
+    last = frames[-1]
+    frames[-1] = dataclasses.replace(
+        last, scrapes=tuple(dataclasses.replace(s, in_flight=(hog,)) for s in last.scrapes)
+    )
+    diagnosis = diagnose_frames(TARGET, frames, load_rules(), DiagnoseOptions())
+    text = text_report(diagnosis)
+    assert "IN FLIGHT (1 running, the oldest first)" in text and "cmpl-hog-7" in text, text
+    assert json_report(diagnosis)["in_flight"][0]["age_s"] == 312.0
+    plain = diagnose_frames(TARGET, storm_frames(), load_rules(), DiagnoseOptions())
+    assert "IN FLIGHT" not in text_report(plain) and json_report(plain)["in_flight"] is None

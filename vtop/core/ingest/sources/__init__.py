@@ -4,13 +4,15 @@ bytes. vLLM"s `/metrics` and what it says over HTTP (`VllmHttpSource`, server_fa
 log (`LogTail`), the canaries through the front door (`ProbeSource`) and the one reader of an
 OpenAI event stream they and `vtop bench` share (openai_stream), dcgm-exporter's GPU fields
 read as a server's own (dcgm), and vLLM's per-request OTLP spans with the receiver that takes
-them (otlp, otlp_receiver). Imports config and the leaves; never touches a widget.
+them (otlp, otlp_receiver), the requests in flight vtop's middleware in vLLM lists
+(in_flight). Imports config and the leaves; never touches a widget.
 """
 
 __all__ = [
     "bounded_http",
     "dcgm",
     "fast_http",
+    "in_flight",
     "nvml",
     "openai_stream",
     "otlp",

@@ -12,7 +12,14 @@ import httpx
 from vtop.core import redact
 from vtop.core.catalog import is_vllm
 from vtop.core.config.settings import API_KEY_ENV
-from vtop.core.frame import Sample, SampleColumns, ScrapeStatus, Series, TargetScrape
+from vtop.core.frame import (
+    InFlightRequest,
+    Sample,
+    SampleColumns,
+    ScrapeStatus,
+    Series,
+    TargetScrape,
+)
 from vtop.core.ingest.exposition import ExpositionParser, is_openmetrics
 from vtop.core.ingest.sources.bounded_http import (
     BodyError,
@@ -21,6 +28,7 @@ from vtop.core.ingest.sources.bounded_http import (
     bounded_get,
 )
 from vtop.core.ingest.sources.fast_http import FastGet, FastTimeoutError, FastTooLargeError
+from vtop.core.ingest.sources.in_flight import NotListed, ask_in_flight
 from vtop.core.ingest.sources.server_facts import ServerFacts, ask_server_facts
 from vtop.core.ingest.sources.tls import tls_context
 
@@ -77,6 +85,8 @@ class VllmHttpSource:
         """The series of the last payload layout seen to hold vllm: series."""
         self._facts: tuple[float | None, ServerFacts] | None = None
         """(process start time, what the server said) of the last ask; asked again on restart."""
+        self._not_listing: tuple[float | None] | None = None
+        """(process start time,) of a server that said it lists no requests in flight."""
 
     async def close(self) -> None:
         """Close the HTTP client if this source created it, and the fast path's connection."""
@@ -120,17 +130,27 @@ class VllmHttpSource:
         content_type = response.headers.get("content-type", "")
         return await self._read(response.text, content_type, response.status_code, started)
 
-    async def _server_facts(self, samples: Sequence[Sample]) -> ServerFacts:
+    async def _server_facts(self, started: float | None) -> ServerFacts:
         """Version and settings from the server's own endpoints, asked once per process start."""
-        started = next(
-            (s.value for s in samples if s.series.name == "process_start_time_seconds"), None
-        )
         if self._facts is None or self._facts[0] != started:
             facts = await ask_server_facts(
                 self._client, self.base_url, self._headers(), self.options.timeout_s
             )
             self._facts = started, facts
         return self._facts[1]
+
+    async def _in_flight(self, started: float | None) -> tuple[InFlightRequest, ...] | None:
+        """The requests in flight, from vtop's middleware; not asked again until the process
+        restarts once the server has answered that it does not list them."""
+        if self._not_listing == (started,):
+            return None
+        listing = await ask_in_flight(
+            self._client, self.base_url, self._headers(), self.options.timeout_s
+        )
+        if isinstance(listing, NotListed):
+            self._not_listing = (started,)
+            return None
+        return listing
 
     def _headers(self) -> dict[str, str]:
         """Request headers: Accept, and the bearer token when configured."""
@@ -154,9 +174,11 @@ class VllmHttpSource:
     ) -> TargetScrape:
         """Parse a 200 response's text, classify it, and add the server's version."""
         parsed = self._parser.parse(text, is_openmetrics(content_type))
-        status, message, facts = ScrapeStatus.OK, "", ServerFacts()
+        status, message, facts, in_flight = ScrapeStatus.OK, "", ServerFacts(), None
         if self._serves_vllm(parsed.samples):
-            facts = await self._server_facts(parsed.samples)
+            started_at = process_start(parsed.samples)
+            facts = await self._server_facts(started_at)
+            in_flight = await self._in_flight(started_at)
         else:
             status = ScrapeStatus.NOT_VLLM
             message = (
@@ -176,6 +198,7 @@ class VllmHttpSource:
             server_version=facts.version,
             server_settings=facts.settings,
             skipped_series=parsed.skipped,
+            in_flight=in_flight,
         )
 
     def _serves_vllm(self, samples: Sequence[Sample]) -> bool:
@@ -189,6 +212,11 @@ class VllmHttpSource:
 
 
 CONNECT_FAILED = "connection failed"
+
+
+def process_start(samples: Sequence[Sample]) -> float | None:
+    """The process's start time (`process_start_time_seconds`): a new value is a restart."""
+    return next((s.value for s in samples if s.series.name == "process_start_time_seconds"), None)
 
 
 def cannot_connect(scrape: TargetScrape) -> bool:

@@ -162,3 +162,60 @@ async def test_oversized_body_is_refused() -> None:
         result = await scrape_once(url, ScrapeOptions(timeout_s=2.0, max_body_bytes=1000))
     assert result.status is ScrapeStatus.HTTP_ERROR
     assert "exceeds" in result.error
+
+
+IN_FLIGHT = (
+    '{"schema": "vtop.inflight/1", "now": 1.0, "in_flight": 1, "requests": [{"request_id": '
+    '"hog-1", "path": "/v1/completions", "age_s": 312.5, "stream": true, "max_tokens": 4096, '
+    '"events": 2918, "body_bytes": 120}]}'
+)
+
+
+async def test_the_requests_in_flight_come_with_each_scrape() -> None:
+    canned = Canned(body=fixture("idle"), others={"/vtop/inflight": IN_FLIGHT})
+    with serving(canned) as url:
+        source = VllmHttpSource(url, ScrapeOptions(timeout_s=2.0))
+        try:
+            first = await source.scrape()
+            canned.others["/vtop/inflight"] = IN_FLIGHT.replace("312.5", "313.5")
+            second = await source.scrape()
+        finally:
+            await source.close()
+    assert first.in_flight is not None and second.in_flight is not None
+    [hog] = first.in_flight
+    assert (hog.request_id, hog.max_tokens, hog.events, hog.stream) == ("hog-1", 4096, 2918, True)
+    assert second.in_flight[0].age_s == 313.5
+
+
+async def test_a_server_that_lists_none_is_asked_again_only_after_a_restart() -> None:
+    canned = Canned(body=fixture("idle"))  # /vtop/inflight answers with metrics text
+    with serving(canned) as url:
+        source = VllmHttpSource(url, ScrapeOptions(timeout_s=2.0))
+        try:
+            scrapes = [await source.scrape(), await source.scrape()]
+            canned.body = fixture("idle").replace(
+                "process_start_time_seconds 1", "process_start_time_seconds 2"
+            )
+            canned.others["/vtop/inflight"] = IN_FLIGHT
+            scrapes.append(await source.scrape())
+        finally:
+            await source.close()
+    assert [s.in_flight is None for s in scrapes] == [True, True, False]
+    assert canned.seen_paths.count("/vtop/inflight") == 2
+
+
+@pytest.mark.parametrize(
+    "listing",
+    [
+        IN_FLIGHT.replace('"events": 2918', '"events": "many"'),
+        IN_FLIGHT.replace("312.5", "-1"),
+        IN_FLIGHT.replace("vtop.inflight/1", "other/1"),
+        '{"schema": "vtop.inflight/1", "requests": {}}',
+        "[1, 2",
+    ],
+)
+async def test_a_damaged_list_is_no_list_and_the_scrape_stands(listing: str) -> None:
+    canned = Canned(body=fixture("idle"), others={"/vtop/inflight": listing})
+    with serving(canned) as url:
+        result = await scrape_once(url)
+    assert result.ok and result.in_flight is None
