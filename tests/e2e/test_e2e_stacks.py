@@ -31,6 +31,8 @@ pytestmark = pytest.mark.vllm
 FAULTY = SEQ_LIMITED
 FROZEN_S = 5.0
 """How long tokens must stay frozen, /health answering, before the spin counts as a stall."""
+SETTLE_S = 15.0
+"""How long the trigger may take to stop the tokens before the frozen window is measured."""
 
 
 @pytest.fixture
@@ -88,7 +90,16 @@ def healthy(url: str) -> bool:
 
 def frozen(url: str) -> dict[str, float]:
     """The precondition: no token generated for FROZEN_S while /health answers 200; the
-    gauges as the engine last published them."""
+    gauges as the engine last published them. The trigger may take a few seconds to be
+    admitted on a busy host: the measurement starts once a second passes without a token
+    (SETTLE_S at most)."""
+    settle_by, last = time.monotonic() + SETTLE_S, engine_figures(url)["generated"]
+    while time.monotonic() < settle_by:
+        time.sleep(1.0)
+        now = engine_figures(url)["generated"]
+        if now == last:
+            break
+        last = now
     before, started = engine_figures(url), time.monotonic()
     time.sleep(FROZEN_S)
     after, alive = engine_figures(url), healthy(url)
