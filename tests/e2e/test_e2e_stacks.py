@@ -149,7 +149,10 @@ def test_a_spin_under_load_is_the_stall_with_its_function_and_a_stopped_worker_i
 ) -> None:
     url, release = faulty.url, tmp_path / "release"
     assert completion(faulty, "vtop-warm", 120) == 200
-    load = LoadProcess(Load(1, 32, 256), url, 300)  # one running, and a slot for the trigger
+    # two clients hold both slots: the trigger waits for one, so the gauges the engine published
+    # before it spins always show requests (one client's short requests leave the engine idle
+    # between them, and a trigger admitted after an idle step froze gauges that read 0)
+    load = LoadProcess(Load(2, 32, 256), url, 300)
     try:
         time.sleep(3)
         spin = spinning(faulty, release)
