@@ -1,4 +1,5 @@
-"""Regenerate screenshots/*.svg from the real app on the shipped recording of a real vLLM storm.
+"""Regenerate screenshots/*.svg from the real app on the shipped recording of a real vLLM storm
+(and the requests view on a real recording of slot hogs with vLLM's spans).
 
 Run: python -m scripts.screenshots
 """
@@ -10,7 +11,15 @@ import os
 import time
 from pathlib import Path
 
-from tests.support.demo import APPLIED, FRAMES, STORM, app_on, fleet_app, fleet_frames
+from tests.support.demo import (
+    APPLIED,
+    FRAMES,
+    STORM,
+    app_on,
+    fleet_app,
+    fleet_frames,
+    slot_hog_frames,
+)
 from vtop.core.frame import Frame
 from vtop.ui.app import VtopApp
 
@@ -23,6 +32,7 @@ SHOTS: list[tuple[str, list[Frame], tuple[int, int], tuple[str, ...]]] = [
     ("after-fix", FRAMES, (160, 48), ()),
     ("restart", FRAMES[: APPLIED + 4], (160, 48), ()),
     ("help", STORM, (100, 32), ("question_mark",)),
+    ("requests-80x24", slot_hog_frames(), (80, 24), ("R",)),
 ]
 
 

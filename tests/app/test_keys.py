@@ -9,6 +9,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import DataTable
 
 from tests.support.app import replay_app, screen_text, wait_for
+from tests.support.demo import app_on, slot_hog_frames
 from tests.support.storm import storm
 from vtop.core.frame import InFlightRequest, RequestSpan
 from vtop.core.ingest.feed_status import FeedStatus, Mode
@@ -152,3 +153,18 @@ async def test_r_lists_the_requests_in_flight_above_the_finished_ones() -> None:
         assert "IN FLIGHT (1 running" in shown and "cmpl-hog-7" in shown, shown
         assert "5m12s" in shown and "1 request(s) finished" in shown, shown
         assert app.screen.query_one(DataTable).row_count == 1
+
+
+async def test_r_on_a_real_recording_names_the_generations_that_held_the_slots() -> None:
+    frames = slot_hog_frames()
+    app = app_on(frames)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: app.session.now == frames[-1].timestamp)
+        await pilot.press("R")
+        await pilot.pause(0.3)
+        assert isinstance(app.screen, RequestsScreen)
+        assert app.screen.query_one(DataTable).row_count == 16
+        first = str(app.screen.query_one(DataTable).get_row_at(0)[0])
+        assert first.startswith("cmpl-batch-"), first
+        held = "\n".join(app.screen.shown.held_up)
+        assert "slot-hog" in held and "cmpl-batch-0-0-0" in held, held

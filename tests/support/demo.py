@@ -23,6 +23,16 @@ def demo_frames() -> list[Frame]:
         return list(RecordingReader(Path(path)))
 
 
+SLOT_HOGS_RECORDING = Path(__file__).parents[1] / "data" / "vllm-0.32-cpu-slot-hogs.vtoprec"
+"""A real vLLM 0.32 (CPU, two slots) recorded with its request spans while two rounds of two
+400-token generations held both slots and six short requests each waited behind them."""
+
+
+def slot_hog_frames() -> list[Frame]:
+    """The slot-hog recording's frames."""
+    return list(RecordingReader(SLOT_HOGS_RECORDING))
+
+
 FRAMES = demo_frames()
 APPLIED = next(i for i, f in enumerate(FRAMES) if any(e.kind == "applied" for e in f.events))
 STORM = FRAMES[: APPLIED - 10]
@@ -32,7 +42,7 @@ TARGET = STORM[-1].scrapes[0].target
 def app_on(frames: list[Frame]) -> VtopApp:
     """The dashboard on frames, clock fixed at the last one."""
     clock = frames[-1].timestamp
-    settings = Settings(urls=(TARGET,))
+    settings = Settings(urls=(frames[-1].scrapes[0].target,))
     return VtopApp(settings, ReplayFeed(frames, speed=0), load_rules(), clock=lambda: clock)
 
 
