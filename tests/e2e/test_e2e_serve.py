@@ -11,6 +11,7 @@ import functools
 import os
 import shlex
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -170,6 +171,7 @@ def outlives_vtop(tmux: Tmux, env: dict[str, str]) -> ManagedServer:
     state = the_server(env)
     assert state.port == port and state.pgid == state.pid
     wait_for(lambda: healthy(state.url), READY_S, "vLLM /health")
+    assert_lists_its_requests_in_flight(state)
     screen = functools.partial(tmux.screen, "serve")
     wait_for(lambda: "vLLM log" in screen(), 90, "the dashboard", screen)
     os.kill(first_vtop, signal.SIGKILL)
@@ -185,6 +187,17 @@ def outlives_vtop(tmux: Tmux, env: dict[str, str]) -> ManagedServer:
     listed = subprocess.run(vtop_argv("ps"), capture_output=True, text=True, env=os.environ)
     assert "e2e" in listed.stdout and "running" in listed.stdout
     return state
+
+
+def assert_lists_its_requests_in_flight(state: ManagedServer) -> None:
+    """The vLLM vtop started loaded vtop's in-flight middleware, from a private copy."""
+    argv = list(state.argv)
+    assert "--middleware" in argv, argv
+    assert argv[argv.index("--middleware") + 1] == "vtop_inflight.InFlight", argv
+    listed = httpx.get(f"{state.url}/vtop/inflight", timeout=10).json()
+    assert listed["schema"] == "vtop.inflight/1" and listed["in_flight"] == 0, listed
+    copy = Path(os.environ["VTOP_STATE_DIR"]) / "python" / "vtop_inflight.py"
+    assert stat.S_IMODE(copy.stat().st_mode) == 0o600
 
 
 async def tune_and_roll_back(state: ManagedServer, env: dict[str, str]) -> ManagedServer:
@@ -221,6 +234,7 @@ async def tune_and_roll_back(state: ManagedServer, env: dict[str, str]) -> Manag
         tuned = await refused(tuned, options)
         assert tuned.verdict is None and "refused the configuration" in tuned.problem, tuned
     assert tuned.rolled_back and healthy(tuned.state.url) and tuned.state.argv == good_argv
+    assert_lists_its_requests_in_flight(tuned.state)  # restarts keep the middleware
     audit = (directory / "audit.log").read_text()
     assert '"action": "apply"' in audit and '"action": "rollback"' in audit
     return tuned.state
