@@ -159,6 +159,33 @@ def test_300k_junk_series_cost_under_three_times_a_clean_payload_s_memory(
     assert peaks["junk"] < 3 * peaks["clean"], f"{mode}: peak RSS in MiB: {peaks}"
 
 
+def exploded_payload() -> str:
+    """A real vLLM payload behind 300,000 series of a vLLM family whose labels explode (a
+    label per request, say): every one of them a series vtop would keep."""
+    exploded = "".join(f'vllm:junk_total{{request="{n}"}} {n}\n' for n in range(JUNK_SERIES))
+    return exploded + fixture("underload")
+
+
+@pytest.mark.parametrize("mode", ["plain", "diagnose"])
+def test_a_scrape_over_the_sample_limit_is_refused_in_bounded_memory(
+    mode: str, tmp_path: Path
+) -> None:
+    with serving(Canned(body=fixture("underload"))) as url:
+        clean = peak_rss_mib(mode, url, tmp_path)
+    with serving(Canned(body=exploded_payload())) as url:
+        if mode == "plain":
+            ran = vtop("--plain", "--once", "--samples", "2", "--timeout", "20", url)
+        else:
+            ran = vtop("diagnose", url, "--window", "2", "--no-gpu", "--timeout", "20")
+    no_traceback(ran)
+    said = " ".join(ran.text.split())
+    assert "holds more than 50,000 samples" in said and "sample_limit" in said, ran.text
+    assert ran.code == 3 if mode == "diagnose" else ran.code != 0, ran.text
+    exploded = ran.peak_rss_bytes / 2**20
+    print(f"{mode}: peak RSS in MiB: clean {clean:.0f}, 300,000 exploded series {exploded:.0f}")
+    assert exploded < 3 * clean, f"{mode}: clean {clean:.0f} MiB, exploded {exploded:.0f} MiB"
+
+
 CHURNED_PER_SCRAPE = 20_000
 
 

@@ -27,6 +27,11 @@ FLAG = "flag"
 """Where a value given on the command line comes from (its errors name the value alone)."""
 
 
+SAMPLE_LIMIT = 50_000
+"""vLLM samples one scrape may hold before it is refused (Prometheus's `sample_limit`): a real
+vLLM exposes hundreds to a few thousand, and the store keeps 50,000 series in all."""
+
+
 class SettingsError(ValueError):
     """A setting that cannot be used, with where it came from."""
 
@@ -79,6 +84,10 @@ class Settings:
     when empty; loopback unless a host is given)."""
     otlp_token: str | None = None
     """A bearer token every span export must carry (a secret: redacted like the API key)."""
+    sample_limit: int = SAMPLE_LIMIT
+    """A scrape holding more vLLM samples than this is refused, as Prometheus's
+    `sample_limit` refuses it (a real vLLM exposes hundreds to a few thousand; an exporter
+    whose labels explode would take vtop's memory)."""
 
 
 ENV_NAMES = {
@@ -99,6 +108,7 @@ ENV_NAMES = {
     "probe_interval_s": "VTOP_PROBE_INTERVAL",
     "otlp": "VTOP_OTLP",
     "otlp_token": "VTOP_OTLP_TOKEN",
+    "sample_limit": "VTOP_SAMPLE_LIMIT",
 }
 
 
@@ -158,6 +168,8 @@ def _strict(name: str, value: Any, where: str) -> Any:
         ok = isinstance(value, bool)
     elif isinstance(default, float):
         ok = isinstance(value, int | float) and not isinstance(value, bool)
+    elif isinstance(default, int):
+        ok = isinstance(value, int) and not isinstance(value, bool)
     elif isinstance(default, tuple):
         ok = isinstance(value, str) or (
             isinstance(value, list) and all(isinstance(item, str) for item in value)
@@ -178,6 +190,11 @@ def _coerce(name: str, value: Any, where: str) -> Any:
     try:
         if isinstance(default, bool):
             return _boolean(value)
+        if isinstance(default, int):
+            count = int(value)
+            if count < 1:
+                raise ValueError("must be a positive whole number")
+            return count
         if isinstance(default, float):
             number = float(value)
             if not 0 < number < float("inf"):

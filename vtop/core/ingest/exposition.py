@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
+from vtop.core.config.settings import SAMPLE_LIMIT
 from vtop.core.frame import Labels, ParseError, Sample, SampleColumns, Series, picker
 from vtop.core.ingest.exposition_lines import (
     head_end,
@@ -41,6 +42,9 @@ class ParsedExposition:
     skipped: int = 0
     """Sample lines of series not from vLLM left unparsed: the parser already holds its cap of
     them (the store would drop them anyway; parsing them first would spend the memory)."""
+    over_limit: bool = False
+    """The text held more samples than the parser's limit: parsing stopped there (the samples
+    are a part of the payload, and the scrape is to be refused)."""
 
     def frozen_samples(self) -> Sequence[Sample]:
         """The samples as an immutable sequence (columns stay columns)."""
@@ -156,12 +160,25 @@ def layout_of(text: str, parsed: ParsedExposition, heads: dict[str, Series]) -> 
     return _Layout(lines, indices, tuple(series))
 
 
+SHORTEST_KEPT_LINE = len("vllm:x 1\n")
+"""No text shorter than the limit times this can hold more kept samples than the limit: a
+real payload is never counted."""
+
+
+def kept_lines(text: str) -> int:
+    """Lines that start with the name of a series vtop keeps (at the C speed of str.count):
+    the samples a parse would make, counted before any is made."""
+    return sum(text.count("\n" + head) + text.startswith(head) for head in KEPT_HEADS)
+
+
 class ExpositionParser:
     """Parses exposition text, reusing series identities across calls (one parser per target)."""
 
-    def __init__(self, other_max: int = OTHER_MAX_SERIES) -> None:
+    def __init__(self, other_max: int = OTHER_MAX_SERIES, sample_limit: int = SAMPLE_LIMIT) -> None:
         self.other_max = other_max
         """How many series not from vLLM this parser makes; later ones are skipped unparsed."""
+        self.sample_limit = sample_limit
+        """Samples one text may give; the parse stops past it (`over_limit`)."""
         self._other_made = 0
         self._series_by_head: dict[str, Series] = {}
         self._comments: dict[str, tuple[str, str]] = {}
@@ -176,7 +193,11 @@ class ExpositionParser:
         """Payloads read through the layout of the previous one."""
 
     def parse(self, text: str, openmetrics: bool = False) -> ParsedExposition:
-        """Parse a whole exposition; bad lines become errors and the rest is kept."""
+        """Parse a whole exposition; bad lines become errors and the rest is kept. A text
+        with more kept sample lines than the limit is refused before a series is made."""
+        limit = self.sample_limit
+        if len(text) > limit * SHORTEST_KEPT_LINE and kept_lines(text) > limit:
+            return ParsedExposition(over_limit=True)
         if self._layout is not None and not openmetrics:
             samples = self._layout.read(text)
             if samples is not None:
@@ -195,9 +216,13 @@ class ExpositionParser:
         result = ParsedExposition(samples)
         heads, append, make = self._series_by_head, samples.append, tuple.__new__
         comments = self._comments
+        limit = self.sample_limit
         for number, line in enumerate(_lines(text), 1):
             if not line:
                 continue
+            if number > limit and len(samples) > limit:
+                result.over_limit = True
+                break
             if line[0] == "#":
                 known = comments.get(line)
                 if known is not None:

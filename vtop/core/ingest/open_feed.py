@@ -24,8 +24,13 @@ PROBE_TIMEOUT_S = 75.0
 
 
 def scrape_options(settings: Settings) -> ScrapeOptions:
-    """How to reach the endpoints: the settings' deadline, key and TLS policy."""
-    return ScrapeOptions(settings.timeout_s, settings.api_key, settings.verify_tls)
+    """How to reach the endpoints: the settings' deadline, key, TLS policy and sample limit."""
+    return ScrapeOptions(
+        settings.timeout_s,
+        settings.api_key,
+        settings.verify_tls,
+        sample_limit=settings.sample_limit,
+    )
 
 
 def open_feed(

@@ -58,6 +58,9 @@ def test_config_path_order(tmp_path: Path) -> None:
             "config.toml:2: otlp: zipkin://a:9411: the scheme",
         ),
         ("otlp = ['grpc://127.0.0.1']\n", "give a port"),
+        ("sample_limit = 0\n", "config.toml:1: sample_limit = 0: must be a positive whole number"),
+        ("sample_limit = 'many'\n", "config.toml:1: sample_limit = 'many'"),
+        ("sample_limit = true\n", "config.toml:1: sample_limit = True"),
     ],
 )
 def test_bad_config_names_the_file_and_setting(tmp_path: Path, text: str, message: str) -> None:
@@ -93,3 +96,11 @@ def test_the_span_receivers_are_read_as_addresses(tmp_path: Path) -> None:
     settings = load_settings({"otlp_token": "s3cret-token"}, env)
     assert settings.otlp == ("grpc://127.0.0.1:4317", "http://0.0.0.0:4318")
     assert settings.otlp_token == "s3cret-token"
+
+
+def test_the_sample_limit_from_the_file_and_the_environment(tmp_path: Path) -> None:
+    env = write_config(tmp_path, "sample_limit = 500000\n")
+    assert load_settings({}, env).sample_limit == 500_000
+    assert load_settings({}, env | {"VTOP_SAMPLE_LIMIT": "2000"}).sample_limit == 2_000
+    with pytest.raises(SettingsError, match=r"\$VTOP_SAMPLE_LIMIT"):
+        load_settings({}, env | {"VTOP_SAMPLE_LIMIT": "1e9x"})

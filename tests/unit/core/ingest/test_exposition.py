@@ -283,3 +283,27 @@ def test_lines_are_split_a_block_at_a_time_as_split_gives_them() -> None:
             assert list(exposition._lines(text + "\n\nx")) == (text + "\n\nx").split("\n")
     finally:
         exposition.LINE_BLOCK = saved
+
+
+def exploded(count: int) -> str:
+    """`count` vLLM samples of one family, a label per sample (an exporter whose labels
+    explode), with the comments a family carries."""
+    lines = ["# HELP vllm:x_total x", "# TYPE vllm:x_total counter"]
+    lines += [f'vllm:x_total{{i="{i}"}} {i}' for i in range(count)]
+    return "\n".join([*lines, "# EOF-like trailing comment", ""])
+
+
+def test_a_text_over_the_sample_limit_is_refused_before_a_series_is_made() -> None:
+    parser = ExpositionParser(sample_limit=10)
+    over = parser.parse(exploded(11))
+    assert over.over_limit and not over.samples
+    within = ExpositionParser(sample_limit=10).parse(exploded(10))
+    assert not within.over_limit and len(within.samples) == 10
+    huge = ExpositionParser(sample_limit=1_000).parse(exploded(200_000))
+    assert huge.over_limit and not huge.samples
+
+
+def test_names_the_count_misses_still_stop_the_parse_one_past_the_limit() -> None:
+    quoted_late = "\n".join(f'  vllm:x_total{{i="{i}"}} {i}' for i in range(50))  # indented
+    parsed = ExpositionParser(sample_limit=10).parse(quoted_late + "\n")
+    assert parsed.over_limit and len(parsed.samples) == 11

@@ -11,7 +11,7 @@ import httpx
 
 from vtop.core import redact
 from vtop.core.catalog import is_vllm
-from vtop.core.config.settings import API_KEY_ENV
+from vtop.core.config.settings import API_KEY_ENV, SAMPLE_LIMIT
 from vtop.core.frame import (
     InFlightRequest,
     Sample,
@@ -59,6 +59,8 @@ class ScrapeOptions:
     api_key: str | None = None
     verify_tls: bool = True
     max_body_bytes: int = MAX_BODY_BYTES
+    sample_limit: int = SAMPLE_LIMIT
+    """More vLLM samples than this in one scrape, and the scrape is refused."""
 
     @staticmethod
     def from_env(timeout_s: float = 5.0, verify_tls: bool = True) -> ScrapeOptions:
@@ -77,7 +79,7 @@ class VllmHttpSource:
         self.base_url = self.url[: -len("/metrics")]
         """The URL requests go to (a password in it stays here, never in `target`)."""
         self.options = options
-        self._parser = ExpositionParser()
+        self._parser = ExpositionParser(sample_limit=options.sample_limit)
         self._client = client or make_client(options)
         self._owns_client = client is None
         self._fast = FastGet(self.url, options.max_body_bytes)
@@ -174,6 +176,13 @@ class VllmHttpSource:
     ) -> TargetScrape:
         """Parse a 200 response's text, classify it, and add the server's version."""
         parsed = self._parser.parse(text, is_openmetrics(content_type))
+        if parsed.over_limit:
+            message = (
+                f"{self.target}/metrics holds more than {self.options.sample_limit:,} samples: "
+                "refused, as Prometheus's sample_limit refuses such a scrape (an exporter whose "
+                "labels explode; sample_limit in the settings raises the limit)"
+            )
+            return self._failed(ScrapeStatus.HTTP_ERROR, message, started, http_status)
         status, message, facts, in_flight = ScrapeStatus.OK, "", ServerFacts(), None
         if self._serves_vllm(parsed.samples):
             started_at = process_start(parsed.samples)

@@ -219,3 +219,13 @@ async def test_a_damaged_list_is_no_list_and_the_scrape_stands(listing: str) -> 
     with serving(canned) as url:
         result = await scrape_once(url)
     assert result.ok and result.in_flight is None
+
+
+async def test_a_scrape_over_the_sample_limit_is_refused_and_said() -> None:
+    exploded = "".join(f'vllm:x_total{{i="{i}"}} {i}\n' for i in range(1_500))
+    with serving(Canned(body=exploded + fixture("idle"))) as url:
+        refused = await scrape_once(url, ScrapeOptions(timeout_s=5.0, sample_limit=1_000))
+        taken = await scrape_once(url, ScrapeOptions(timeout_s=5.0, sample_limit=5_000))
+    assert refused.status is ScrapeStatus.HTTP_ERROR and not refused.samples
+    assert "more than 1,000 samples" in refused.error and "sample_limit" in refused.error
+    assert taken.ok and len(taken.samples) > 1_500
