@@ -77,6 +77,7 @@ def test_the_documented_table_is_the_codes_the_code_returns() -> None:
         (("diagnose", "host:abc"), "the port must be a number"),
         (("diagnose", DEMO, "--otlp", "grpc://127.0.0.1:4317"), "a recording holds none"),
         (("requests", "--otlp", "zipkin://127.0.0.1:9411"), "the scheme must be grpc://"),
+        (("requests", "ftp://127.0.0.1:8000"), "unsupported scheme 'ftp'"),
     ],
 )
 def test_usage_mistakes_are_one_line_and_64(args: tuple[str, ...], says: str) -> None:
@@ -100,8 +101,10 @@ def test_a_dead_or_not_vllm_url_is_refused_from_the_first_answer(kind: str) -> N
             ("probe", url, "--count", "1", "--probe-timeout", "5"),
             ("bench", url, "-n", "1"),
             ("record", url, "-o", "/dev/null", "--duration", "2"),
+            ("requests", url),
         ):
-            ran = vtop(*args, "--no-gpu") if args[0] != "bench" else vtop(*args)
+            bare = args[0] in ("bench", "requests")
+            ran = vtop(*args) if bare else vtop(*args, "--no-gpu")
             one_line_refusal(ran, ExitCode.UNKNOWN)
             assert "Expecting value" not in ran.err and "http" in ran.err, (args, ran.err)
             assert "developer.mozilla.org" not in ran.err, ran.err

@@ -162,13 +162,15 @@ async def test_the_same_shapes_with_room_to_spare_give_neither_finding(
     long = [(f"vtop-gen-{i}", tokens(20, 50 * i), 200) for i in range(2)]
     long += [(f"vtop-prompt-{i}", tokens(300, 300 * i), 2) for i in range(2)]
     shorts = [(f"vtop-chat-{i}", tokens(20, 7 * i), 8) for i in range(6)]
-    ran, took = await diagnose_during(server, long, shorts)
+    ran, _ = await diagnose_during(server, long, shorts)
     report: dict[str, Any] = json.loads(ran.out)
     waiting_max = report["window_gauges"]["waiting"]["max"]
-    mean_took = sum(took) / len(took)
-    assert waiting_max == 0 and mean_took < WAITED_FACTOR * baseline, (
-        f"precondition: the engine's queue reached {waiting_max} in the window and the short "
-        f"requests took {mean_took:.2f} s on average against {baseline:.2f} s alone: "
+    queue_mean = report["statistics"]["queue_mean_s"]
+    # batched with long work the short requests run slower, but none may wait to be admitted:
+    # the engine's queue stays empty, and its mean queue time is under what one short takes
+    assert waiting_max == 0 and queue_mean is not None and queue_mean < baseline, (
+        f"precondition: the engine's queue reached {waiting_max} in the window and its mean "
+        f"queue time was {queue_mean} s against {baseline:.3f} s for a short request alone: "
         "this load was not free of waiting"
     )
     requests = report["requests"]

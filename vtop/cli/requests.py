@@ -8,12 +8,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from vtop.cli.errors import CliError
 from vtop.cli.frames import file_argument, read_frames
 from vtop.cli.options import add_otlp_options, parser, settings_from
 from vtop.core.config.otlp_address import OtlpAddressError, parse_address
-from vtop.core.config.settings import Settings
+from vtop.core.config.settings import Settings, server_url
 from vtop.core.frame import InFlightRequest, RequestSpan, TargetScrape
 from vtop.core.ingest.sources.otlp_receiver import (
     SpanStore,
@@ -82,53 +85,99 @@ def recorded_spans(text: str) -> list[RequestSpan]:
     return [span for frame in read_frames(path) for span in frame.spans]
 
 
+@dataclass
+class Heard:
+    """The spans a run has to show, where they came from, and what the receiver dropped."""
+
+    spans: list[RequestSpan]
+    bound: list[str]
+    received: str
+    """`7 request span(s) in 30 s on grpc://...` (empty when nothing was listened to)."""
+    store: SpanStore
+
+
 def requests_main(argv: list[str]) -> int:
     """Run `vtop requests`."""
     args = requests_parser().parse_args(argv)
     if args.window <= 0 or args.limit <= 0:
         raise CliError("vtop requests: --window and --limit must be positive")
     path = file_argument(args.source) if args.source else None
-    url = args.source if args.source and path is None else None
+    url = server_of(args.source) if args.source and path is None else None
     settings = settings_from(args)
-    store = SpanStore()
+    if url is not None and settings.otlp:
+        asyncio.run(scrape_once(url))  # a dead or not-vLLM URL is refused before the window
+    heard = spans_heard(args, settings, path, url)
     in_flight: tuple[InFlightRequest, ...] | None = None
-    if path is not None:
-        spans, bound = recorded_spans(args.source), [args.source]
-        received = f"{len(spans)} request span(s) in {args.source}"
-    elif url is not None and not settings.otlp:
-        spans, bound, received = [], [], ""
-    else:
-        bound = listen(settings, store, args.window)
-        spans = store.spans()
-        received = f"{len(spans)} request span(s) in {args.window:g} s on {', '.join(bound)}"
     if url is not None:
         scrape = asyncio.run(scrape_once(url))
-        in_flight = scrape.in_flight
-        spans = spans_of_server(spans, scrape.target)
-    listed = ranked(spans, args.sort, args.limit)
-    splits = time_split(spans)
+        in_flight, heard.spans = scrape.in_flight, spans_of_server(heard.spans, scrape.target)
+    if args.json:
+        print(strict_json(requests_json(heard, in_flight, args)))
+    else:
+        print(fold(requests_text(heard, in_flight, args, url, path), terminal_width()))
+    return ExitCode.OK if heard.spans or in_flight is not None else ExitCode.UNKNOWN
+
+
+def server_of(text: str) -> str:
+    """The server's base URL (a bare host means vLLM's port 8000, as everywhere)."""
+    try:
+        return server_url(text)
+    except ValueError as error:
+        raise CliError(f"vtop requests: {error}") from None
+
+
+def spans_heard(
+    args: argparse.Namespace, settings: Settings, path: Path | None, url: str | None
+) -> Heard:
+    """The recording's spans, or those received in the window (none listened for when a URL
+    is given without --otlp: its requests in flight are then the answer)."""
+    store = SpanStore()
+    if path is not None:
+        spans = recorded_spans(args.source)
+        return Heard(spans, [args.source], f"{len(spans)} request span(s) in {args.source}", store)
+    if url is not None and not settings.otlp:
+        return Heard([], [], "", store)
+    bound = listen(settings, store, args.window)
+    spans = store.spans()
+    received = f"{len(spans)} request span(s) in {args.window:g} s on {', '.join(bound)}"
     received += (f"; {store.dropped} dropped (oldest)" if store.dropped else "") + (
         f"; {store.refused} export(s) refused" if store.refused else ""
     )
-    if args.json:
-        document = {
-            "schema": SCHEMA,
-            "received": len(spans),
-            "dropped": store.dropped,
-            "refused": store.refused,
-            "listening": bound,
-            "requests": [span_json(span) for span in listed],
-            "time_split": [split_json(split) for split in splits],
-            "in_flight": None if in_flight is None else [in_flight_json(r) for r in in_flight],
-        }
-        print(strict_json(document))
-    else:
-        lines = [] if url is None else [*in_flight_lines(in_flight), ""]
-        if received:
-            why = TURN_ON if path is None else NONE_RECORDED
-            lines += requests_lines(listed, splits, received) if spans else [received, why]
-        print(fold("\n".join(lines).rstrip("\n"), terminal_width()))
-    return ExitCode.OK if spans or in_flight is not None else ExitCode.UNKNOWN
+    return Heard(spans, bound, received, store)
+
+
+def requests_json(
+    heard: Heard, in_flight: tuple[InFlightRequest, ...] | None, args: argparse.Namespace
+) -> dict[str, Any]:
+    """The vtop.requests/1 document."""
+    return {
+        "schema": SCHEMA,
+        "received": len(heard.spans),
+        "dropped": heard.store.dropped,
+        "refused": heard.store.refused,
+        "listening": heard.bound,
+        "requests": [span_json(span) for span in ranked(heard.spans, args.sort, args.limit)],
+        "time_split": [split_json(split) for split in time_split(heard.spans)],
+        "in_flight": None if in_flight is None else [in_flight_json(r) for r in in_flight],
+    }
+
+
+def requests_text(
+    heard: Heard,
+    in_flight: tuple[InFlightRequest, ...] | None,
+    args: argparse.Namespace,
+    url: str | None,
+    path: Path | None,
+) -> str:
+    """The requests in flight (with a URL), then the ranked spans or why there are none."""
+    lines = [] if url is None else [*in_flight_lines(in_flight), ""]
+    if heard.received:
+        listed = ranked(heard.spans, args.sort, args.limit)
+        splits = time_split(heard.spans)
+        why = TURN_ON if path is None else NONE_RECORDED
+        shown = requests_lines(listed, splits, heard.received)
+        lines += shown if heard.spans else [heard.received, why]
+    return "\n".join(lines).rstrip("\n")
 
 
 async def scrape_once(url: str) -> TargetScrape:

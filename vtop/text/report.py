@@ -11,6 +11,7 @@ from vtop.core.config.inference import is_inferred
 from vtop.core.config.server_config import ServerConfig, Setting
 from vtop.core.rules.engine import Finding, Pending, ProposedChange
 from vtop.core.session.diagnose import Diagnosis, FleetDiagnosis
+from vtop.core.session.fleet_verdicts import GroupVerdict
 from vtop.core.session.router import RouterView
 from vtop.core.session.session import Mark
 from vtop.core.status import Status
@@ -376,11 +377,41 @@ def fleet_text_report(fleet: FleetDiagnosis) -> str:
     for finding in findings:
         lines += finding_lines(finding, "  ")
     lines += [f"  {event_text(event)}" for event in fleet.events]
+    lines += group_lines(fleet.groups)
     for router in fleet.routers:
         lines += router_lines(router)
     for diagnosis in worst_first(servers):
         lines += ["", text_report(diagnosis)]
     return "\n".join(lines)
+
+
+def group_lines(groups: list[GroupVerdict]) -> list[str]:
+    """BY NAMESPACE, BY MODEL: each group's replicas by verdict, its requests, its worst."""
+    lines: list[str] = []
+    for group in groups:
+        heading = f"BY {group.key.upper()}"
+        if heading not in lines:
+            lines += ["", heading]
+        counted = ", ".join(f"{count} {verdict}" for verdict, count in group.verdicts)
+        load = f"{_figure(group.running, '.0f')} running, {_figure(group.waiting, '.0f')} waiting"
+        replicas = f"{group.replicas} replica{'' if group.replicas == 1 else 's'}"
+        lines.append(f"  {group.value} ({replicas}): {counted}; {load}")
+        lines.append(f"    worst {group.worst}: {group.worst_says}")
+    return lines
+
+
+def group_json(group: GroupVerdict) -> dict[str, Any]:
+    """One group of the fleet as JSON."""
+    return {
+        "key": group.key,
+        "value": group.value,
+        "replicas": group.replicas,
+        "verdicts": dict(group.verdicts),
+        "running": group.running,
+        "waiting": group.waiting,
+        "worst": group.worst,
+        "worst_says": group.worst_says,
+    }
 
 
 def router_lines(router: RouterView) -> list[str]:
@@ -454,4 +485,5 @@ def fleet_json_report(fleet: FleetDiagnosis) -> dict[str, Any]:
         },
         "servers": [json_report(diagnosis) for diagnosis in worst_first(fleet.servers)],
         "routers": [router_json(router) for router in fleet.routers],
+        "groups": [group_json(group) for group in fleet.groups],
     }

@@ -15,6 +15,7 @@ from vtop.core.frame import Frame, InFlightRequest, ScrapeStatus, TargetScrape
 from vtop.core.ingest.quality import Defect
 from vtop.core.rules.engine import Engine, Triage, Unchecked
 from vtop.core.rules.rule import Rule
+from vtop.core.session.fleet_verdicts import GroupVerdict, group_verdicts
 from vtop.core.session.request_findings import RequestEvidence
 from vtop.core.session.router import RouterView, is_router, router_view
 from vtop.core.session.session import FLEET_TARGET, Mark, Session, alternation_text
@@ -251,6 +252,8 @@ class FleetDiagnosis:
     events: list[Mark] = field(default_factory=list)
     routers: list[RouterView] = field(default_factory=list)
     """Routers in front of the servers (not servers: their view of each backend)."""
+    groups: list[GroupVerdict] = field(default_factory=list)
+    """The servers by namespace and by model: verdicts counted, the worst replica."""
 
     @property
     def exit_code(self) -> int:
@@ -278,7 +281,8 @@ def diagnose_fleet(
     now = frames[-1].timestamp if frames else 0.0
     window = now - frames[0].timestamp if frames else 0.0
     views = [router_view(session.store, r, names, now, window) for r in routers]
-    return FleetDiagnosis(servers, session.fleet.triage, events, views)
+    groups = group_verdicts(session.store, servers) if len(servers) > 1 else []
+    return FleetDiagnosis(servers, session.fleet.triage, events, views, groups)
 
 
 def with_short_windows(
