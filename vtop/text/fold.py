@@ -43,3 +43,8 @@ def fold_line(line: str, width: int) -> list[str]:
         break_long_words=True,
         break_on_hyphens=False,
     ) or [line[:width]]
+
+
+def cut(text: str, width: int) -> str:
+    """The text in at most `width` columns: cut with `…` when longer."""
+    return text if len(text) <= width else text[: width - 1] + "…"

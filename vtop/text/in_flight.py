@@ -3,10 +3,12 @@ first) and JSON, for `vtop requests URL`, the requests view and the diagnose rep
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
 from vtop.core.frame import InFlightRequest
+from vtop.text.fold import cut
 
 ID_WIDTH = 30
 LISTED_AT_MOST = 10
@@ -33,11 +35,8 @@ def age(seconds: float) -> str:
 def in_flight_cells(request: InFlightRequest) -> list[str]:
     """One request's cells: id (cut to ID_WIDTH), age, events streamed (`-` when not
     streamed), max_tokens, path."""
-    request_id = request.request_id
-    if len(request_id) > ID_WIDTH:
-        request_id = request_id[: ID_WIDTH - 1] + "…"
     return [
-        request_id,
+        cut(request.request_id, ID_WIDTH),
         age(request.age_s),
         str(request.events) if request.stream else "-",
         "?" if request.max_tokens is None else str(request.max_tokens),
@@ -67,13 +66,5 @@ def in_flight_lines(requests: Sequence[InFlightRequest] | None) -> list[str]:
 
 
 def in_flight_json(request: InFlightRequest) -> dict[str, Any]:
-    """One request in flight as JSON."""
-    return {
-        "request_id": request.request_id,
-        "path": request.path,
-        "age_s": request.age_s,
-        "stream": request.stream,
-        "max_tokens": request.max_tokens,
-        "events": request.events,
-        "body_bytes": request.body_bytes,
-    }
+    """One request in flight as JSON (its fields, by their names)."""
+    return dataclasses.asdict(request)

@@ -401,17 +401,8 @@ def group_lines(groups: list[GroupVerdict]) -> list[str]:
 
 
 def group_json(group: GroupVerdict) -> dict[str, Any]:
-    """One group of the fleet as JSON."""
-    return {
-        "key": group.key,
-        "value": group.value,
-        "replicas": group.replicas,
-        "verdicts": dict(group.verdicts),
-        "running": group.running,
-        "waiting": group.waiting,
-        "worst": group.worst,
-        "worst_says": group.worst_says,
-    }
+    """One group of the fleet as JSON (its fields; the verdicts as an object)."""
+    return {**dataclasses.asdict(group), "verdicts": dict(group.verdicts)}
 
 
 def router_lines(router: RouterView) -> list[str]:

@@ -14,6 +14,7 @@ from vtop.core.session.request_findings import (
     waited_behind,
 )
 from vtop.core.session.request_view import TimeSplit
+from vtop.text.fold import cut
 
 BAR_WIDTH = 16
 """Columns of the queue | prefill | decode bar."""
@@ -74,11 +75,8 @@ def requests_lines(spans: list[RequestSpan], splits: list[TimeSplit], received: 
 def row_cells(span: RequestSpan) -> list[str]:
     """One request's cells: id (cut to ID_WIDTH), e2e, TTFT, the time bar, prompt, output and
     max tokens."""
-    request = span.request_id
-    if len(request) > ID_WIDTH:
-        request = request[: ID_WIDTH - 1] + "…"
     return [
-        request,
+        cut(span.request_id, ID_WIDTH),
         _s(span.e2e_s),
         _s(span.ttft_s),
         time_bar(span),

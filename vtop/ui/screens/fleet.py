@@ -19,6 +19,7 @@ from vtop.core.session.fleet import SORT_KEYS, FleetRow
 from vtop.core.session.fleet_groups import GROUP_KEYS
 from vtop.core.status import Status
 from vtop.core.store.summary import TargetSummary
+from vtop.text.fold import cut
 from vtop.ui.fleet_shown import FleetShown, TableChoice
 from vtop.ui.format import number, percent, seconds
 
@@ -80,11 +81,6 @@ def row_cells(row: FleetRow) -> list[str | Text]:
     finding = Text(cut(text, FINDING_WIDTH), style=SEVERITY_STYLE.get(row.severity, ""))
     server = cut(row.target.removeprefix("http://"), SERVER_WIDTH)
     return [server, row.state, finding, *figures(row.summary), row.model]
-
-
-def cut(text: str, width: int) -> str:
-    """Text shortened to `width` columns (an ellipsis marks the cut)."""
-    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def column_labels(sort_key: str, descending: bool, group_key: str = GROUP_KEYS[0]) -> list[str]:
