@@ -18,11 +18,12 @@ from vtop.cli.options import add_otlp_options, parser, settings_from
 from vtop.core.config.otlp_address import OtlpAddressError, parse_address
 from vtop.core.config.settings import Settings, server_url
 from vtop.core.frame import InFlightRequest, RequestSpan, TargetScrape
+from vtop.core.ingest.open_feed import scrape_options
 from vtop.core.ingest.sources.otlp_receiver import (
     SpanStore,
     receiving,
 )
-from vtop.core.ingest.sources.vllm_http import ScrapeOptions, VllmHttpSource
+from vtop.core.ingest.sources.vllm_http import VllmHttpSource
 from vtop.core.session.request_view import SORTS, ranked, spans_of_server, time_split
 from vtop.core.status import ExitCode
 from vtop.core.strict_json import strict_json
@@ -105,11 +106,11 @@ def requests_main(argv: list[str]) -> int:
     url = server_of(args.source) if args.source and path is None else None
     settings = settings_from(args)
     if url is not None and settings.otlp:
-        asyncio.run(scrape_once(url))  # a dead or not-vLLM URL is refused before the window
+        asyncio.run(scrape_once(url, settings))  # a dead or not-vLLM URL: refused before the window
     heard = spans_heard(args, settings, path, url)
     in_flight: tuple[InFlightRequest, ...] | None = None
     if url is not None:
-        scrape = asyncio.run(scrape_once(url))
+        scrape = asyncio.run(scrape_once(url, settings))
         in_flight, heard.spans = scrape.in_flight, spans_of_server(heard.spans, scrape.target)
     if args.json:
         print(strict_json(requests_json(heard, in_flight, args)))
@@ -180,10 +181,10 @@ def requests_text(
     return "\n".join(lines).rstrip("\n")
 
 
-async def scrape_once(url: str) -> TargetScrape:
+async def scrape_once(url: str, settings: Settings) -> TargetScrape:
     """One scrape of the server (with its requests in flight when it lists them); a server
     that does not answer as vLLM is refused in one line."""
-    source = VllmHttpSource(url, ScrapeOptions.from_env())
+    source = VllmHttpSource(url, scrape_options(settings))
     try:
         scrape = await source.scrape()
     finally:

@@ -14,8 +14,9 @@ ID_WIDTH = 30
 LISTED_AT_MOST = 10
 """Requests a text lists, the oldest first; the rest counted."""
 NOT_LISTED = (
-    "requests in flight: this server does not list them (vtop serve loads vtop's middleware "
-    "into the vLLM it starts; --no-in-flight turns it off)"
+    "requests in flight: not listed by this server (vtop serve loads vtop's middleware into "
+    "the vLLM it starts, unless --no-in-flight; a server started with --api-key lists them "
+    "to the same key: VLLM_API_KEY)"
 )
 
 

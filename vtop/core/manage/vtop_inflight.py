@@ -14,8 +14,10 @@ listed here is found again among the spans when it ends.
 
 from __future__ import annotations
 
+import hmac
 import itertools
 import json
+import os
 import re
 import time
 import uuid
@@ -33,6 +35,7 @@ SCHEMA = "vtop.inflight/1"
 LISTED_AT_MOST = 1000
 """Requests in one answer, the oldest first (the answer stays small on a flooded server)."""
 ID_HEADER = b"x-request-id"
+API_KEY_ENV = "VLLM_API_KEY"
 ID_CHARS_KEPT = 128
 MAX_TOKENS = re.compile(
     rb'(?<!\\)"(?:max_tokens|max_completion_tokens|max_output_tokens)"\s*:\s*(\d{1,9})'
@@ -74,12 +77,16 @@ class Request:
 
 
 class InFlight:
-    """The middleware (`vllm serve --middleware vtop_inflight.InFlight`)."""
+    """The middleware (`vllm serve --middleware vtop_inflight.InFlight`). Where the server
+    takes an API key (`VLLM_API_KEY`, where `vtop serve` puts `--api-key`), the list asks
+    for it too: request ids are the clients'."""
 
     def __init__(self, app: App) -> None:
         self.app = app
         self.requests: dict[int, Request] = {}
         self.numbers = itertools.count()
+        key = os.environ.get(API_KEY_ENV, "")
+        self.authorization = f"Bearer {key}".encode() if key else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = str(scope.get("path", ""))
@@ -108,6 +115,9 @@ class InFlight:
         if scope.get("method") != "GET":
             await respond(send, 405, b'{"error": "GET only"}')
             return
+        if self.authorization is not None and not authorized(scope, self.authorization):
+            await respond(send, 401, b'{"error": "Unauthorized"}')
+            return
         now = time.time()
         running = sorted(self.requests.values(), key=lambda request: request.started)
         document = {
@@ -117,6 +127,12 @@ class InFlight:
             "requests": [request.listed(now) for request in running[:LISTED_AT_MOST]],
         }
         await respond(send, 200, json.dumps(document).encode())
+
+
+def authorized(scope: Scope, expected: bytes) -> bool:
+    """True when the request carries the server's bearer token."""
+    given = [bytes(v) for n, v in scope.get("headers", []) if bytes(n).lower() == b"authorization"]
+    return any(hmac.compare_digest(value, expected) for value in given)
 
 
 def with_request_id(scope: Scope) -> tuple[Scope, str]:

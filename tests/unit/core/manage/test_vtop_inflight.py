@@ -132,3 +132,15 @@ async def test_other_paths_pass_untouched_and_the_list_is_read_only() -> None:
         assert (await http.post(PATH)).status_code == 405
         assert (await listed(http))["in_flight"] == 0
     assert seen == ["/metrics"]
+
+
+async def test_where_the_server_takes_an_api_key_the_list_asks_for_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("VLLM_API_KEY", "sekrit")
+    async with client(InFlight(Streaming(events=0))) as http:
+        assert (await http.get(PATH)).status_code == 401
+        wrong = await http.get(PATH, headers={"Authorization": "Bearer nope"})
+        assert wrong.status_code == 401
+        right = await http.get(PATH, headers={"Authorization": "Bearer sekrit"})
+        assert right.status_code == 200 and right.json()["in_flight"] == 0
