@@ -11,7 +11,7 @@ from vtop.core.config.inference import is_inferred
 from vtop.core.config.server_config import ServerConfig, Setting
 from vtop.core.rules.engine import Finding, Pending, ProposedChange
 from vtop.core.session.diagnose import Diagnosis, FleetDiagnosis
-from vtop.core.session.fleet_verdicts import GroupVerdict
+from vtop.core.session.fleet_verdicts import GroupVerdict, worst_first
 from vtop.core.session.router import RouterView
 from vtop.core.session.session import Mark
 from vtop.core.status import Status
@@ -456,12 +456,6 @@ def router_json(router: RouterView) -> dict[str, Any]:
             for b in router.backends
         ],
     }
-
-
-def worst_first(servers: list[Diagnosis]) -> list[Diagnosis]:
-    """Servers by verdict, worst first (a server that could not be diagnosed before the
-    healthy ones), then by name."""
-    return sorted(servers, key=lambda d: (d.verdict.rank, d.target))
 
 
 def fleet_json_report(fleet: FleetDiagnosis) -> dict[str, Any]:

@@ -90,11 +90,10 @@ def target_facts(
     triage = view.triage
     if triage is not None and about:
         triage = dataclasses.replace(triage, findings=triage.findings + about)
-    models = label_values(store, name, "model_name")
     return TargetFacts(
         name,
         target_status(view, now, restarted_at),
-        tuple(Path(m).name or m for m in models),
+        model_names(store, name),
         len(label_values(store, name, "engine")) or 1,
         view.config.facts.version,
         store.target_last_ok(name),
@@ -152,6 +151,11 @@ def target_status(view: TargetView, now: float, restarted_at: float | None) -> s
     if restarted_at is not None and now - restarted_at < RESTART_SHOWN_S:
         return "restarted"
     return "live"
+
+
+def model_names(store: Store, target: str) -> tuple[str, ...]:
+    """The target's served models, a path by its last part (as vLLM names a local model)."""
+    return tuple(Path(m).name or m for m in label_values(store, target, "model_name"))
 
 
 def label_values(store: Store, target: str, key: str) -> list[str]:

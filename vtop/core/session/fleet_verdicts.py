@@ -6,20 +6,22 @@ table is fleet_groups)."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from vtop.core.rules.engine import Triage
-from vtop.core.session.facts import label_values
+from vtop.core.session.facts import label_values, model_names
 from vtop.core.session.fleet_groups import NO_VALUE
 from vtop.core.status import Status
 from vtop.core.store.store import Store
 from vtop.core.store.summary import TargetSummary
 
-GROUPED_BY = (("namespace", "namespace"), ("model", "model_name"))
-"""(what the report calls it, the label that says it)."""
+GROUPED_BY: dict[str, Callable[[Store, str], Sequence[str]]] = {
+    "namespace": lambda store, target: label_values(store, target, "namespace"),
+    "model": model_names,
+}
+"""What the report groups by, and how a replica's group is read (models by served name)."""
 
 
 class Judged(Protocol):
@@ -35,6 +37,15 @@ class Judged(Protocol):
     def triage(self) -> Triage | None: ...
     @property
     def reason(self) -> str | None: ...
+
+
+J = TypeVar("J", bound=Judged)
+
+
+def worst_first(servers: Sequence[J]) -> list[J]:
+    """Servers by verdict, worst first (a server that could not be diagnosed before the
+    healthy ones), then by name: the order of every fleet report and of each group."""
+    return sorted(servers, key=lambda d: (d.verdict.rank, d.target))
 
 
 @dataclass(frozen=True)
@@ -58,11 +69,10 @@ def group_verdicts(store: Store, servers: Sequence[Judged]) -> list[GroupVerdict
     """Each namespace's and each model's group, the groups with the worst replicas first; a
     key is left out when no replica carries its label."""
     groups: list[GroupVerdict] = []
-    for key, label in GROUPED_BY:
+    for key, names_of in GROUPED_BY.items():
         members: dict[str, list[Judged]] = {}
         for server in servers:
-            values = label_values(store, server.target, label)
-            value = ",".join(Path(v).name or v for v in values) if values else NO_VALUE
+            value = ",".join(names_of(store, server.target)) or NO_VALUE
             members.setdefault(value, []).append(server)
         if set(members) == {NO_VALUE}:
             continue
@@ -72,12 +82,11 @@ def group_verdicts(store: Store, servers: Sequence[Judged]) -> list[GroupVerdict
 
 
 def _group(key: str, value: str, replicas: list[Judged]) -> GroupVerdict:
-    ordered = sorted(replicas, key=lambda d: (d.verdict.rank, d.target))
     counted = Counter(d.verdict for d in replicas)
     verdicts = tuple(
         (status.value, counted[status]) for status in sorted(counted, key=lambda s: s.rank)
     )
-    worst = ordered[0]
+    worst = worst_first(replicas)[0]
     return GroupVerdict(
         key,
         value,

@@ -10,8 +10,9 @@ from vtop.core.frame import Frame, ScrapeStatus, TargetScrape
 from vtop.core.rules.loader import load_rules
 from vtop.core.session.diagnose import Diagnosis, FleetDiagnosis, diagnose_fleet
 from vtop.core.session.fleet import fleet_rows, sort_rows
+from vtop.core.session.fleet_verdicts import worst_first
 from vtop.core.session.session import Session
-from vtop.text.report import fleet_json_report, worst_first
+from vtop.text.report import fleet_json_report
 
 DOWN = "http://127.0.0.1:9"
 
