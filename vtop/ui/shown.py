@@ -248,6 +248,8 @@ def _mode(status: FeedStatus, now: float) -> tuple[str, ...]:
         parts.append(f"every {status.interval_s:g}s")
     if status.mode is Mode.PROMETHEUS_ALERTS:
         parts.append("ALERTS")  # the findings are what Prometheus fires
+    if status.mode is Mode.PROMETHEUS_JUDGED:
+        parts.append("JUDGED IN PROMETHEUS")
     if status.paused:
         parts.append("PAUSED")
     if status.finished:

@@ -10,6 +10,7 @@ Offers `FAMILIES`, `GROUPS` and `MetricInfo` (families); `BY_NAME`, `canonical_n
 from vtop.core.catalog.families import FAMILIES, GROUPS, MetricInfo
 from vtop.core.catalog.names import (
     ALERTS,
+    ALERTS_FOR_STATE,
     BY_NAME,
     Normalizer,
     canonical_name,
@@ -20,6 +21,7 @@ from vtop.core.catalog.names import (
 
 __all__ = [
     "ALERTS",
+    "ALERTS_FOR_STATE",
     "BY_NAME",
     "FAMILIES",
     "GROUPS",

@@ -38,6 +38,8 @@ def canonical_name(name: str) -> str:
 
 ALERTS = "ALERTS"
 """Prometheus's series of active alerts (read for the exported rules' alerts)."""
+ALERTS_FOR_STATE = "ALERTS_FOR_STATE"
+"""Prometheus's companion of ALERTS: its value is when the alert's condition began to hold."""
 
 
 def is_vllm(name: str) -> bool:

@@ -20,6 +20,8 @@ class Mode(enum.Enum):
     PROMETHEUS = "prometheus"
     PROMETHEUS_ALERTS = "prometheus alerts"
     """Prometheus's firing alerts and headline series (`--alerts`)."""
+    PROMETHEUS_JUDGED = "judged in prometheus"
+    """The rules' conditions evaluated by Prometheus, and the headline series (`--judge`)."""
 
 
 class Control(enum.Enum):

@@ -7,13 +7,15 @@ and shows them as findings of the same rules, triaged in the same order.
 
 from __future__ import annotations
 
-from vtop.core.catalog import ALERTS
+from vtop.core.catalog import ALERTS, ALERTS_FOR_STATE
 from vtop.core.frame import Labels, Series
 from vtop.core.rules.engine import Finding, Triage, triage
 from vtop.core.rules.rule import Rule
 from vtop.core.store.store import Store
 
-ALERT_LABELS = frozenset({"alertname", "alertstate", "rule_id", "severity", "phase"})
+JUDGED_LABEL = "vtop_judged"
+"""On the alerts vtop makes of the conditions Prometheus evaluated for it (rules/judge.py)."""
+ALERT_LABELS = frozenset({"alertname", "alertstate", "rule_id", "severity", "phase", JUDGED_LABEL})
 """Labels Prometheus or the export adds; the rest (e.g. `engine`) are the finding's own."""
 FIRING = {"alertstate": "firing"}
 
@@ -42,6 +44,23 @@ def _triaged(
         if rule is None or not store.latest(alert, now):
             continue
         labels: Labels = tuple((k, v) for k, v in alert.labels if k not in drop)
-        text = f"Prometheus fires {alert.label('alertname')}: {rule.title} (the evidence is there)"
-        findings.append(Finding(rule, labels, now, {}, text, ()))
+        since = _since(store, alert, now)
+        fires = f"Prometheus fires {alert.label('alertname')}"
+        text = (
+            f"judged in Prometheus: {rule.title} (the evidence: `vtop diagnose` of this server)"
+            if alert.label(JUDGED_LABEL)
+            else f"{fires}: {rule.title} (the evidence is there)"
+        )
+        findings.append(Finding(rule, labels, since, {}, text, ()))
     return Triage(tuple(triage(findings)), ())
+
+
+def _since(store: Store, alert: Series, now: float) -> float:
+    """When the alert's condition began to hold: its ALERTS_FOR_STATE value, else `now`."""
+    state = tuple((k, v) for k, v in alert.labels if k != "alertstate")
+    for series in store.select(ALERTS_FOR_STATE, dict(state)):
+        if series.labels == state:
+            value = store.latest(series, now)
+            if value is not None and value <= now:
+                return value
+    return now

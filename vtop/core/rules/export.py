@@ -57,7 +57,7 @@ def alert_name(rule: Rule) -> str:
     return "Vllm" + "".join(word[:1].upper() + word[1:] for word in words)
 
 
-def _adapted(expr: Expr, options: ExportOptions) -> Expr:
+def adapted(expr: Expr, options: ExportOptions) -> Expr:
     """Settings given as numbers; windows no shorter than four scrape intervals."""
     widest = SAMPLES_PER_WINDOW * options.scrape_interval_s
 
@@ -100,7 +100,7 @@ def _records(rules: list[Rule], options: ExportOptions) -> dict[str, Expr]:
     for rule in rules:
         for record in rule.records:
             found.setdefault(record.name, record)
-    return {name: per_instance(_adapted(record.expr, options)) for name, record in found.items()}
+    return {name: per_instance(adapted(record.expr, options)) for name, record in found.items()}
 
 
 def _local_records(records: dict[str, Expr]) -> frozenset[str]:
@@ -170,7 +170,7 @@ def _conditions(
     LoRA demand), which no Prometheus can evaluate: there the alert defers to the rest."""
     conditions = {}
     for rule in rules:
-        written = _adapted(rule.written_expr or rule.expr, options)
+        written = adapted(rule.written_expr or rule.expr, options)
         if rule.scope == "target":
             written = per_instance(written)
         exportable = for_prometheus(written, local)

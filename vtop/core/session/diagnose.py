@@ -270,10 +270,11 @@ class FleetDiagnosis:
 
 
 def diagnose_fleet(
-    frames: list[Frame], rules: list[Rule], options: DiagnoseOptions
+    frames: list[Frame], rules: list[Rule], options: DiagnoseOptions, alerts: bool = False
 ) -> FleetDiagnosis:
-    """Triage every server in the frames, and the fleet rules across them."""
-    session = judged_window(frames, rules, options)
+    """Triage every server in the frames, and the fleet rules across them (with `alerts`,
+    the findings are the frames' ALERTS: the rules judged in Prometheus)."""
+    session = judged_window(frames, rules, options, alerts)
     routers = [t for t in session.targets if is_router(session.store, t)]
     names = [t for t in session.targets if t not in routers]
     servers = [diagnosis(session, target) for target in names]

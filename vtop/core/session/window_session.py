@@ -19,9 +19,13 @@ class WindowSession(Session):
     """Ingests a window's frames, keeping each point to judge; `judge_window` judges them."""
 
     def __init__(
-        self, rules: list[Rule], options: DiagnoseOptions, store_capacity: int = DEFAULT_CAPACITY
+        self,
+        rules: list[Rule],
+        options: DiagnoseOptions,
+        store_capacity: int = DEFAULT_CAPACITY,
+        alerts: bool = False,
     ) -> None:
-        super().__init__(rules, options, store_capacity=store_capacity)
+        super().__init__(rules, options, store_capacity=store_capacity, alerts=alerts)
         self.points: list[JudgePoint] = []
 
     def point_reached(self, view: TargetView, point: JudgePoint) -> None:
@@ -55,12 +59,13 @@ class WindowSession(Session):
 
 
 def judged_window(
-    frames: list[Frame], rules: list[Rule], options: DiagnoseOptions
+    frames: list[Frame], rules: list[Rule], options: DiagnoseOptions, alerts: bool = False
 ) -> WindowSession:
     """A session that ingested the frames once and then judged them in order, each point
     knowing what the whole window lets vtop infer (a one-shot triage judges the window as a
-    whole). The store keeps every frame: each point is judged on the store as of its time."""
-    session = WindowSession(rules, options, max(DEFAULT_CAPACITY, len(frames)))
+    whole). The store keeps every frame: each point is judged on the store as of its time.
+    With `alerts`, the findings are the frames' ALERTS (judged in Prometheus)."""
+    session = WindowSession(rules, options, max(DEFAULT_CAPACITY, len(frames)), alerts)
     if len(frames) >= 2:
         session.engine.hold_cap_s = one_shot_hold_s(frames[-1].timestamp - frames[0].timestamp)
     for frame in frames:

@@ -52,20 +52,37 @@ async def bounded_get(
     """GET `url`: raise DeadlineError past `timeout_s` for the whole exchange, BodyTooLargeError
     past `max_bytes` read or decoded, BodyError for a body that cannot be decoded,
     httpx.HTTPError for everything else."""
+    return await bounded_request(client, url, headers, timeout_s, max_bytes)
+
+
+async def bounded_request(
+    client: httpx.AsyncClient,
+    url: str,
+    headers: dict[str, str],
+    timeout_s: float,
+    max_bytes: int,
+    form: dict[str, str] | None = None,
+) -> BoundedResponse:
+    """As `bounded_get`; with `form`, a POST of it (a query too long for a URL)."""
     try:
         async with asyncio.timeout(timeout_s):
-            return await _read(client, url, headers, max_bytes)
+            return await _read(client, url, headers, max_bytes, form)
     except TimeoutError as error:
         raise DeadlineError(f"timed out: no complete answer within {timeout_s:g} s") from error
 
 
 async def _read(
-    client: httpx.AsyncClient, url: str, headers: dict[str, str], max_bytes: int
+    client: httpx.AsyncClient,
+    url: str,
+    headers: dict[str, str],
+    max_bytes: int,
+    form: dict[str, str] | None,
 ) -> BoundedResponse:
     """Stream the raw body and inflate it here with a cap on the output, so a gzip bomb costs
     at most the limit (httpx would inflate a whole network chunk, a thousand times its size)."""
     wanted = {**headers, "Accept-Encoding": "gzip, deflate"}
-    async with client.stream("GET", url, headers=wanted) as response:
+    method = "GET" if form is None else "POST"
+    async with client.stream(method, url, headers=wanted, data=form) as response:
         declared = response.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > max_bytes:
             raise BodyTooLargeError(f"body of {int(declared):,} bytes exceeds {max_bytes:,}")

@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
-from vtop.core.catalog import ALERTS, is_vllm, sample_type
+from vtop.core.catalog import ALERTS, ALERTS_FOR_STATE, is_vllm, sample_type
 from vtop.core.frame import Event, EventKind, Frame, Sample, ScrapeStatus, Series, TargetScrape
 from vtop.core.ingest.feed_status import (
     INTERVAL_STEPS,
@@ -28,7 +28,7 @@ from vtop.core.ingest.feed_status import (
     next_step,
 )
 from vtop.core.ingest.sources import dcgm
-from vtop.core.ingest.sources.bounded_http import BodyError, DeadlineError, bounded_get
+from vtop.core.ingest.sources.bounded_http import BodyError, DeadlineError, bounded_request
 from vtop.core.ingest.sources.vllm_http import ScrapeOptions, describe_error, make_client
 from vtop.core.managed_server import ManagedServer
 
@@ -59,6 +59,8 @@ UP = "up"
 MAX_ANSWER_BYTES = 512 * 1024 * 1024
 """An API answer past this is refused (a range query over a large fleet: narrow --since/--step)."""
 METADATA_REFRESH_S = 300.0
+LONGEST_URL_QUERY = 2000
+"""A query longer than this is POSTed as a form (the API takes both; proxies cap URLs at 8 KB)."""
 
 
 class PrometheusError(Exception):
@@ -90,11 +92,18 @@ class PrometheusClient:
         await self.client.aclose()
 
     async def _get(self, path: str, params: dict[str, str]) -> Any:
-        """GET an API path; the `data` member of a successful answer."""
-        url = str(httpx.URL(self.url + path, params=params))
+        """GET an API path (POST a form where the query is too long for a URL); the `data`
+        member of a successful answer."""
+        long = len(params.get("query", "")) > LONGEST_URL_QUERY
+        url = self.url + path if long else str(httpx.URL(self.url + path, params=params))
         try:
-            response = await bounded_get(
-                self.client, url, self.headers, self.timeout_s, MAX_ANSWER_BYTES
+            response = await bounded_request(
+                self.client,
+                url,
+                self.headers,
+                self.timeout_s,
+                MAX_ANSWER_BYTES,
+                params if long else None,
             )
         except httpx.HTTPError as error:
             raise PrometheusError(f"{self.url}: {describe_error(error)}") from error
@@ -234,7 +243,7 @@ def scrapes_from(
         instance = point.labels.get("instance", "")
         name = names.get((point.labels.get("job", ""), instance))
         metric = point.labels.get("__name__", "")
-        if name is None and metric == ALERTS:
+        if name is None and metric in (ALERTS, ALERTS_FOR_STATE):
             name = by_instance.get(instance)  # an alert keeps the labels its rule kept
         if name is None and dcgm.is_dcgm(metric) and not math.isnan(point.value):
             gpus.append(point)
@@ -285,14 +294,26 @@ def _scrape(name: str, samples: list[Sample], down: bool, types: dict[str, str])
     return TargetScrape(name, ScrapeStatus.OK, samples=tuple(samples), metric_types=metric_types)
 
 
+Reader = Callable[[PrometheusClient, float], Awaitable[list[Point]]]
+"""A tick's read of Prometheus other than the raw or alerts query (the fleet judged there)."""
+
+
 class PrometheusFeed:
     """Live frames from Prometheus: one instant query per tick covers every vLLM server."""
 
-    def __init__(self, client: PrometheusClient, interval: float, alerts: bool = False) -> None:
+    def __init__(
+        self,
+        client: PrometheusClient,
+        interval: float,
+        alerts: bool = False,
+        reader: Reader | None = None,
+    ) -> None:
         self.client = client
         self.interval = interval
         self.alerts = alerts
         """Read the firing alerts and the headline series, not every raw series."""
+        self.reader = reader
+        """Read each tick this way instead (the rules judged in Prometheus)."""
         self._series: SeriesCache = {}
         self.paused = False
         self.names: dict[tuple[str, str], str] = {}
@@ -303,7 +324,11 @@ class PrometheusFeed:
     async def frames(self, now: float) -> list[Frame]:
         """The servers' latest values as one frame (an event when Prometheus fails)."""
         try:
-            points = await self.client.query(ALERTS_QUERY if self.alerts else VLLM_SELECTOR, now)
+            if self.reader is not None:
+                points = await self.reader(self.client, now)
+            else:
+                query = ALERTS_QUERY if self.alerts else VLLM_SELECTOR
+                points = await self.client.query(query, now)
             await self._refresh_catalogue(now)
         except PrometheusError as error:
             return [
@@ -329,6 +354,8 @@ class PrometheusFeed:
     def status(self, now: float) -> FeedStatus:
         """Prometheus, polled at its interval."""
         mode = Mode.PROMETHEUS_ALERTS if self.alerts else Mode.PROMETHEUS
+        if self.reader is not None:
+            mode = Mode.PROMETHEUS_JUDGED
         return FeedStatus(mode, self.interval, self.paused)
 
     def control(self, action: Control, amount: float = 0.0) -> Moved:

@@ -1,0 +1,146 @@
+"""The fleet judged inside Prometheus: a few queries a tick instead of every raw series.
+
+Each tick reads the servers' headline series and their `vllm:cache_config_info` (what the
+fleet table shows, and the settings each server reports), groups the servers by those
+settings, and asks Prometheus, once per group and once for the fleet rules, which rule
+conditions hold for which server (the judge writes the queries: rules/judge.py). The answers
+become the `ALERTS` series Prometheus would write for vtop's exported rules, so the session
+shows them as the `--alerts` mode does, with no rule file loaded into Prometheus.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Protocol
+
+from vtop.core.catalog import ALERTS, ALERTS_FOR_STATE
+from vtop.core.config.cache_config import cache_config_from_labels
+from vtop.core.config.server_config import assemble
+from vtop.core.ingest.sources.prometheus import (
+    HEADLINE_SELECTOR,
+    Point,
+    PrometheusClient,
+    Reader,
+)
+
+JUDGED_SELECTOR = HEADLINE_SELECTOR.replace(
+    "|num_preemptions_total)", "|num_preemptions_total|cache_config_info)"
+)
+"""The headline series plus the settings each engine reports (`vllm:cache_config_info`)."""
+CACHE_CONFIG_INFO = ("vllm:cache_config_info", "ray_vllm:cache_config_info")
+
+
+class Judge(Protocol):
+    """What writes the judged queries and turns their answers into firing alerts."""
+
+    def target_query(
+        self, settings: Mapping[str, float], only: Sequence[str] | None = None
+    ) -> str | None:
+        """The per-server conditions for servers with these settings, as one query (answered
+        for the `only` instances when given)."""
+        ...
+
+    def fleet_query(self) -> str | None:
+        """The fleet rules' conditions, as one query."""
+        ...
+
+    def alerts(
+        self, now: float, answers: Iterable[Mapping[str, str]]
+    ) -> list[tuple[dict[str, str], float]]:
+        """The ALERTS series' labels (instance and job kept) of what holds at `now`, each
+        with the time it began to hold."""
+        ...
+
+
+def server_settings(points: Iterable[Point]) -> dict[str, dict[str, float]]:
+    """The `vtop:` settings (without the prefix) each instance's engines report."""
+    configs: dict[str, list[dict[str, str]]] = {}
+    for point in points:
+        if point.labels.get("__name__") in CACHE_CONFIG_INFO:
+            configs.setdefault(point.labels.get("instance", ""), []).append(point.labels)
+    found: dict[str, dict[str, float]] = {}
+    for instance, labels in configs.items():
+        config = assemble(cache_configs=[cache_config_from_labels(one) for one in labels])
+        found[instance] = {
+            name.removeprefix("vtop:"): value
+            for name, value in config.pseudo_metrics().items()
+            if value is not None
+        }
+    return found
+
+
+def settings_groups(
+    instances: Iterable[str], settings: Mapping[str, Mapping[str, float]]
+) -> dict[frozenset[tuple[str, float]], list[str]]:
+    """The servers by the settings they share (a server reporting none has none known)."""
+    groups: dict[frozenset[tuple[str, float]], list[str]] = {}
+    for instance in sorted(set(instances)):
+        key = frozenset(settings.get(instance, {}).items())
+        groups.setdefault(key, []).append(instance)
+    return groups
+
+
+def judged_queries(judge: Judge, instances: Iterable[str], base: list[Point]) -> list[str]:
+    """The queries of one evaluation: one per group of servers sharing settings (restricted to
+    its servers when there are several groups) and one for the fleet rules."""
+    groups = settings_groups(instances, server_settings(base))
+    queries: list[str] = []
+    for key, members in groups.items():
+        query = judge.target_query(dict(key), None if len(groups) == 1 else members)
+        if query is not None:
+            queries.append(query)
+    fleet = judge.fleet_query()
+    return queries + ([fleet] if fleet is not None else [])
+
+
+async def judged_tick(client: PrometheusClient, judge: Judge, now: float) -> list[Point]:
+    """The headline series at `now` and the alerts of what the judge's queries find."""
+    base = await client.query(JUDGED_SELECTOR, now)
+    instances = {p.labels.get("instance", "") for p in base if "instance" in p.labels}
+    queries = judged_queries(judge, instances, base)
+    answers = await asyncio.gather(*(client.query(query, now) for query in queries))
+    held = [point.labels for answer in answers for point in answer]
+    return base + alert_points(judge.alerts(now, held), now)
+
+
+async def judged_window(
+    client: PrometheusClient, judge: Judge, start: float, end: float, step: float
+) -> list[Point]:
+    """As `judged_tick` at every step of a past window: the settings of its end, the judge's
+    holds carried from step to step (a condition must hold for its `for:` across them)."""
+    base = await client.query_range(JUDGED_SELECTOR, start, end, step)
+    last = max((p.timestamp for p in base), default=end)
+    at_end = [p for p in base if p.timestamp == last]
+    instances = {p.labels.get("instance", "") for p in base if "instance" in p.labels}
+    queries = judged_queries(judge, instances, at_end)
+    answers = await asyncio.gather(
+        *(client.query_range(query, start, end, step) for query in queries)
+    )
+    by_time: dict[float, list[Mapping[str, str]]] = {p.timestamp: [] for p in base}
+    for answer in answers:
+        for point in answer:
+            by_time.setdefault(point.timestamp, []).append(point.labels)
+    alerts: list[Point] = []
+    for at in sorted(by_time):
+        alerts += alert_points(judge.alerts(at, by_time[at]), at)
+    return base + alerts
+
+
+def alert_points(alerts: list[tuple[dict[str, str], float]], at: float) -> list[Point]:
+    """ALERTS samples (value 1) of the given label sets, and ALERTS_FOR_STATE samples (when
+    each began to hold), as Prometheus writes them for a firing alert."""
+    points = [Point({**labels, "__name__": ALERTS}, at, 1.0) for labels, _ in alerts]
+    for labels, since in alerts:
+        state = {k: v for k, v in labels.items() if k != "alertstate"}
+        points.append(Point({**state, "__name__": ALERTS_FOR_STATE}, at, since))
+    return points
+
+
+def judged_reader(judge: Judge) -> Reader:
+    """The feed's read of a tick with the rules judged in Prometheus by `judge`."""
+
+    async def read(client: PrometheusClient, now: float) -> list[Point]:
+        return await judged_tick(client, judge, now)
+
+    return read
