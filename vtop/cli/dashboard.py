@@ -11,6 +11,7 @@ from pathlib import Path
 
 from vtop.cli.errors import CliError
 from vtop.cli.frames import read_frames
+from vtop.cli.judging import add_judge_option, prometheus_reader, resolved
 from vtop.cli.options import (
     add_otlp_options,
     add_probe_options,
@@ -55,6 +56,7 @@ def monitor_parser() -> argparse.ArgumentParser:
         help="--prometheus: the alerts it fires for `vtop rules export` and headline figures, "
         "not every raw series (fleets of hundreds)",
     )
+    add_judge_option(watch)
     add_view_options(watch)
     add_probe_options(watch)
     add_otlp_options(watch)
@@ -76,7 +78,9 @@ def monitor_main(argv: list[str]) -> int:
     if settings.prometheus_alerts and not settings.prometheus:
         raise CliError("--alerts reads a Prometheus server's alerts: give --prometheus URL")
     record = Path(args.record) if args.record else None
-    feed = open_feed_with_spans(settings, gpus=not args.no_gpu, record=record)
+    settings = resolved(settings)
+    reader = prometheus_reader(settings, rules_of(settings))
+    feed = open_feed_with_spans(settings, gpus=not args.no_gpu, record=record, reader=reader)
     if args.plain or args.once:
         return plain_lines(settings, feed, args.samples if args.once else None)
     return run_dashboard(settings, feed)

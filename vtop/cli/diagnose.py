@@ -12,6 +12,7 @@ from pathlib import Path
 
 from vtop.cli.errors import CliError
 from vtop.cli.frames import between, file_argument, read_frames
+from vtop.cli.judging import add_judge_option, resolved
 from vtop.cli.options import (
     add_otlp_options,
     add_probe_options,
@@ -31,20 +32,27 @@ from vtop.core.frame import Frame
 from vtop.core.ingest.open_feed import first_server, open_feed, scrape_options
 from vtop.core.ingest.sources.otlp_receiver import SpanStore
 from vtop.core.ingest.sources.prometheus import PrometheusError, past_window
+from vtop.core.ingest.sources.prometheus_judged import judged_past_window
+from vtop.core.ingest.sources.vllm_http import ScrapeOptions
 from vtop.core.ingest.window import window_frames
 from vtop.core.ops.process_evidence import with_process_evidence
 from vtop.core.ops.rank import primary_predictions
+from vtop.core.rules.judge import FleetJudge
 from vtop.core.rules.promql.parser import PromQLError, parse_duration
 from vtop.core.rules.rule import Rule
 from vtop.core.session.diagnose import (
     EXIT_UNKNOWN,
     EarlyVerdict,
+    FleetDiagnosis,
     diagnose_fleet,
     judged_diagnosis,
     needed_window,
+    needing_evidence,
+    with_evidence,
 )
 from vtop.core.session.request_findings import request_evidence
 from vtop.core.session.request_view import spans_of_server
+from vtop.core.session.window_session import one_shot_hold_s
 from vtop.core.strict_json import strict_json
 from vtop.text.fold import fold, terminal_width
 from vtop.text.report import fleet_json_report, fleet_text_report, json_report, text_report
@@ -82,6 +90,7 @@ def diagnose_parser() -> argparse.ArgumentParser:
     )
     diagnose.add_argument("--since", default="30m", help="--prometheus: how far to look back")
     diagnose.add_argument("--step", default="15s", help="--prometheus: resolution")
+    add_judge_option(diagnose)
     add_rules_option(diagnose)
     add_probe_options(diagnose)
     add_otlp_options(diagnose)
@@ -219,14 +228,45 @@ def diagnose_main(argv: list[str]) -> int:
 def from_prometheus(
     args: argparse.Namespace, settings: Settings, rules: list[Rule], options: DiagnoseOptions
 ) -> int:
-    """`vtop diagnose --prometheus URL --since 30m`: the fleet's triage over a past window."""
+    """`vtop diagnose --prometheus URL --since 30m`: the fleet's triage over a past window,
+    judged by vtop on the raw series or by Prometheus (then the worst servers' raw series
+    are pulled for their evidence)."""
+    settings = resolved(dataclasses.replace(settings, prometheus=args.prometheus))
     try:
         since, step = parse_duration(args.since), parse_duration(args.step)
         scraping = scrape_options(settings)
-        frames = asyncio.run(past_window(args.prometheus, since, step, scraping, time.time()))
-        fleet = diagnose_fleet(frames, rules, options)
+        now = time.time()
+        if settings.findings_from_prometheus:
+            fleet = judged_in_prometheus(
+                args.prometheus, since, step, scraping, now, rules, options
+            )
+        else:
+            frames = asyncio.run(past_window(args.prometheus, since, step, scraping, now))
+            fleet = diagnose_fleet(frames, rules, options)
     except (PrometheusError, PromQLError) as error:
         raise CliError(str(error), EXIT_UNKNOWN) from None
     report = fleet_json_report(fleet) if args.json else None
     print(strict_json(report) if report else fold(fleet_text_report(fleet), terminal_width()))
     return fleet.exit_code
+
+
+def judged_in_prometheus(
+    url: str,
+    since: float,
+    step: float,
+    scraping: ScrapeOptions,
+    now: float,
+    rules: list[Rule],
+    options: DiagnoseOptions,
+) -> FleetDiagnosis:
+    """The fleet judged by Prometheus over the window, the worst servers judged again here on
+    their raw series (the evidence and the flag changes)."""
+    judge = FleetJudge(rules, step)
+    judge.hold_cap_s = one_shot_hold_s(since)
+    frames = asyncio.run(judged_past_window(url, since, step, scraping, now, judge))
+    fleet = diagnose_fleet(frames, rules, options, alerts=True)
+    worst = needing_evidence(fleet)
+    if not worst:
+        return fleet
+    raw = asyncio.run(past_window(url, since, step, scraping, now, worst))
+    return with_evidence(fleet, diagnose_fleet(raw, rules, options))

@@ -216,6 +216,7 @@ def flags_of(args: argparse.Namespace) -> dict[str, Any]:
         "verify_tls": False if insecure else None,
         "otlp": tuple(given["otlp"]) if given.get("otlp") else None,
         "otlp_token": given.get("otlp_token"),
+        "prometheus_judge": given.get("judge"),
     }
 
 

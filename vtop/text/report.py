@@ -372,6 +372,7 @@ def fleet_text_report(fleet: FleetDiagnosis) -> str:
     lines = [
         f"vtop fleet diagnosis: {len(servers)} vLLM server(s){routers}, exit code {fleet.exit_code}"
     ]
+    lines += judged_lines(fleet)
     findings = fleet.fleet.findings if fleet.fleet else ()
     lines.append("ACROSS SERVERS" if findings else "No imbalance across servers.")
     for finding in findings:
@@ -380,9 +381,30 @@ def fleet_text_report(fleet: FleetDiagnosis) -> str:
     lines += group_lines(fleet.groups)
     for router in fleet.routers:
         lines += router_lines(router)
+    healthy = [d for d in servers if d.verdict is Status.OK] if fleet.judged_in_prometheus else []
     for diagnosis in worst_first(servers):
-        lines += ["", text_report(diagnosis)]
+        if diagnosis not in healthy:
+            lines += ["", text_report(diagnosis)]
+    if healthy:
+        named = ", ".join(d.target for d in healthy[:OK_NAMED])
+        more = f" and {len(healthy) - OK_NAMED} more" if len(healthy) > OK_NAMED else ""
+        lines += ["", f"OK ({len(healthy)} servers, no finding): {named}{more}"]
     return "\n".join(lines)
+
+
+OK_NAMED = 10
+"""Healthy servers named in a fleet judged in Prometheus (the JSON lists every one)."""
+
+
+def judged_lines(fleet: FleetDiagnosis) -> list[str]:
+    """Who judged: Prometheus for the fleet, vtop on the raw series of the servers named."""
+    if not fleet.judged_in_prometheus:
+        return []
+    drilled = ", ".join(fleet.evidence_of) or "none (no server had a finding)"
+    return [
+        "judged in Prometheus: each rule's condition for every server (--judge prometheus);",
+        f"  with evidence and flag changes (raw series judged here): {drilled}",
+    ]
 
 
 def group_lines(groups: list[GroupVerdict]) -> list[str]:
@@ -471,4 +493,6 @@ def fleet_json_report(fleet: FleetDiagnosis) -> dict[str, Any]:
         "servers": [json_report(diagnosis) for diagnosis in worst_first(fleet.servers)],
         "routers": [router_json(router) for router in fleet.routers],
         "groups": [group_json(group) for group in fleet.groups],
+        "judged_in": "prometheus" if fleet.judged_in_prometheus else "vtop",
+        "evidence_of": list(fleet.evidence_of),
     }

@@ -126,7 +126,7 @@ class VtopApp(App[int]):
         """A watching session as this dashboard needs it (a fleet: several servers)."""
         servers = max(len(self.settings.urls), 2 if self.fleet_mode else 1)
         return watching_session(
-            self.rules, self.options, servers, alerts=self.settings.prometheus_alerts
+            self.rules, self.options, servers, alerts=self.settings.findings_from_prometheus
         )
 
     def _ui(self) -> Ui:

@@ -16,7 +16,7 @@ from vtop.core.ingest.sources.nvml import NvmlSource
 from vtop.core.ingest.sources.otlp_receiver import SpanReceiver
 from vtop.core.ingest.sources.probe import ProbeOptions, ProbeSource
 from vtop.core.ingest.sources.process_log import LogTail
-from vtop.core.ingest.sources.prometheus import PrometheusClient, PrometheusFeed
+from vtop.core.ingest.sources.prometheus import PrometheusClient, PrometheusFeed, Reader
 from vtop.core.ingest.sources.vllm_http import ScrapeOptions, VllmHttpSource
 from vtop.core.managed_server import ManagedServer
 
@@ -40,16 +40,18 @@ def open_feed(
     server: ManagedServer | None = None,
     record: Path | None = None,
     spans: bool = False,
+    reader: Reader | None = None,
 ) -> Feed:
     """The feed of the settings' endpoints (or of their Prometheus server); with `server`, the
     managed server's own URL and log; written to `record` as it is read when given; with
     `spans`, listening for vLLM's request spans on the settings' `otlp` addresses (the frames
-    carry them; an OtlpAddressError when one cannot be bound)."""
+    carry them; an OtlpAddressError when one cannot be bound); with `reader`, Prometheus is
+    read that way each tick (the rules judged there)."""
     options = scrape_options(settings)
     feed: Feed
     if settings.prometheus and server is None:
         client = PrometheusClient(settings.prometheus, options)
-        feed = PrometheusFeed(client, settings.interval_s, settings.prometheus_alerts)
+        feed = PrometheusFeed(client, settings.interval_s, settings.prometheus_alerts, reader)
     else:
         urls = (server.url,) if server is not None else settings.urls
         sources = [VllmHttpSource(url, options) for url in urls]

@@ -15,7 +15,7 @@ from vtop.core.frame import Frame, InFlightRequest, ScrapeStatus, TargetScrape
 from vtop.core.ingest.quality import Defect
 from vtop.core.rules.engine import Engine, Triage, Unchecked
 from vtop.core.rules.rule import Rule
-from vtop.core.session.fleet_verdicts import GroupVerdict, group_verdicts
+from vtop.core.session.fleet_verdicts import GroupVerdict, group_verdicts, worst_first
 from vtop.core.session.request_findings import RequestEvidence
 from vtop.core.session.router import RouterView, is_router, router_view
 from vtop.core.session.session import FLEET_TARGET, Mark, Session, alternation_text
@@ -254,6 +254,10 @@ class FleetDiagnosis:
     """Routers in front of the servers (not servers: their view of each backend)."""
     groups: list[GroupVerdict] = field(default_factory=list)
     """The servers by namespace and by model: verdicts counted, the worst replica."""
+    judged_in_prometheus: bool = False
+    """The rules' conditions were evaluated by Prometheus (findings without their evidence)."""
+    evidence_of: tuple[str, ...] = ()
+    """Servers judged again here on their raw series, with their evidence and flag changes."""
 
     @property
     def exit_code(self) -> int:
@@ -275,6 +279,13 @@ def diagnose_fleet(
     """Triage every server in the frames, and the fleet rules across them (with `alerts`,
     the findings are the frames' ALERTS: the rules judged in Prometheus)."""
     session = judged_window(frames, rules, options, alerts)
+    found = _fleet_of(session, frames)
+    found.judged_in_prometheus = alerts
+    return found
+
+
+def _fleet_of(session: Session, frames: list[Frame]) -> FleetDiagnosis:
+    """Every server's diagnosis and the fleet's, from a session that judged the frames."""
     routers = [t for t in session.targets if is_router(session.store, t)]
     names = [t for t in session.targets if t not in routers]
     servers = [diagnosis(session, target) for target in names]
@@ -284,6 +295,25 @@ def diagnose_fleet(
     views = [router_view(session.store, r, names, now, window) for r in routers]
     groups = group_verdicts(session.store, servers) if len(servers) > 1 else []
     return FleetDiagnosis(servers, session.fleet.triage, events, views, groups)
+
+
+EVIDENCE_SERVERS = 5
+"""The worst servers of a fleet judged in Prometheus whose raw series are pulled, so their
+findings come with evidence and flag changes."""
+
+
+def needing_evidence(fleet: FleetDiagnosis) -> list[str]:
+    """The worst servers with a finding (at most EVIDENCE_SERVERS): a drill-down's targets."""
+    troubled = [d for d in worst_first(fleet.servers) if d.triage is not None and d.triage.findings]
+    return [d.target for d in troubled[:EVIDENCE_SERVERS]]
+
+
+def with_evidence(fleet: FleetDiagnosis, detailed: FleetDiagnosis) -> FleetDiagnosis:
+    """The fleet judged in Prometheus with the servers judged here on their raw series (the
+    same rules, now with evidence) in place of their judged diagnoses."""
+    by_target = {d.target: d for d in detailed.servers if d.triage is not None}
+    servers = [by_target.get(d.target, d) for d in fleet.servers]
+    return dataclasses.replace(fleet, servers=servers, evidence_of=tuple(sorted(by_target)))
 
 
 def with_short_windows(

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -380,11 +381,28 @@ class PrometheusFeed:
 
 
 async def history_frames(
-    client: PrometheusClient, start: float, end: float, step: float
+    client: PrometheusClient,
+    start: float,
+    end: float,
+    step: float,
+    instances: Sequence[str] | None = None,
 ) -> list[Frame]:
-    """Frames at every step of a past window, from one range query."""
-    points = await client.query_range(VLLM_SELECTOR, start, end, step)
-    types = await client.metadata()
+    """Frames at every step of a past window, from one range query (of the `instances` only,
+    when given: a drill-down)."""
+    points = await client.query_range(raw_selector(instances), start, end, step)
+    return frames_of(points, await client.metadata())
+
+
+def raw_selector(instances: Sequence[str] | None) -> str:
+    """Every raw series vtop reads, of these instances only when given."""
+    if instances is None:
+        return VLLM_SELECTOR
+    pattern = "|".join(sorted(re.escape(i).replace("\\", "\\\\") for i in instances))
+    return VLLM_SELECTOR[:-1] + f', instance=~"{pattern}"}}'
+
+
+def frames_of(points: list[Point], types: dict[str, str]) -> list[Frame]:
+    """The points of a range query as a frame per step."""
     names = target_names(points)
     by_time: dict[float, list[Point]] = {}
     for point in points:
@@ -393,14 +411,29 @@ async def history_frames(
     return [Frame(at, scrapes_from(by_time[at], names, types, cache)) for at in sorted(by_time)]
 
 
-async def past_window(
-    url: str, since_s: float, step_s: float, scrape_options: ScrapeOptions, now: float
-) -> list[Frame]:
-    """The frames of [now - since, now] of every vLLM server a Prometheus server scrapes, the
-    client closed after (PrometheusError when it holds no vLLM series then)."""
+async def known_servers(url: str, scrape_options: ScrapeOptions, now: float) -> int:
+    """How many servers exposed vLLM series to this Prometheus in the last hour."""
     client = PrometheusClient(url, scrape_options)
     try:
-        frames = await history_frames(client, now - since_s, now, step_s)
+        return len(await client.query(KNOWN_SERVERS, now))
+    finally:
+        await client.close()
+
+
+async def past_window(
+    url: str,
+    since_s: float,
+    step_s: float,
+    scrape_options: ScrapeOptions,
+    now: float,
+    instances: Sequence[str] | None = None,
+) -> list[Frame]:
+    """The frames of [now - since, now] of every vLLM server a Prometheus server scrapes (of
+    the `instances` only, when given), the client closed after (PrometheusError when it holds
+    no vLLM series then)."""
+    client = PrometheusClient(url, scrape_options)
+    try:
+        frames = await history_frames(client, now - since_s, now, step_s, instances)
     finally:
         await client.close()
     if not frames:

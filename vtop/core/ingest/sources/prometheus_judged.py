@@ -17,12 +17,16 @@ from typing import Protocol
 from vtop.core.catalog import ALERTS, ALERTS_FOR_STATE
 from vtop.core.config.cache_config import cache_config_from_labels
 from vtop.core.config.server_config import assemble
+from vtop.core.frame import Frame
 from vtop.core.ingest.sources.prometheus import (
     HEADLINE_SELECTOR,
     Point,
     PrometheusClient,
+    PrometheusError,
     Reader,
+    frames_of,
 )
+from vtop.core.ingest.sources.vllm_http import ScrapeOptions
 
 JUDGED_SELECTOR = HEADLINE_SELECTOR.replace(
     "|num_preemptions_total)", "|num_preemptions_total|cache_config_info)"
@@ -137,10 +141,42 @@ def alert_points(alerts: list[tuple[dict[str, str], float]], at: float) -> list[
     return points
 
 
-def judged_reader(judge: Judge) -> Reader:
-    """The feed's read of a tick with the rules judged in Prometheus by `judge`."""
+SEED_S = 60.0
+"""How far back the first tick asks: the longest `for:` a rule holds for is a minute, so the
+first screen shows what has held for it already, not an empty fleet for a minute."""
+SEED_STEP_S = 5.0
+
+
+def judged_reader(judge: Judge, interval_s: float) -> Reader:
+    """The feed's read of a tick with the rules judged in Prometheus by `judge`; the first
+    tick reads the last minute too, so a condition that held through it is a finding at once."""
+    seeded = False
 
     async def read(client: PrometheusClient, now: float) -> list[Point]:
-        return await judged_tick(client, judge, now)
+        nonlocal seeded
+        if seeded:
+            return await judged_tick(client, judge, now)
+        step = max(interval_s, SEED_STEP_S)
+        points = await judged_window(client, judge, now - SEED_S, now, step)
+        seeded = True
+        newest = max((p.timestamp for p in points), default=now)
+        return [Point(p.labels, now, p.value) for p in points if p.timestamp == newest]
 
     return read
+
+
+async def judged_past_window(
+    url: str, since_s: float, step_s: float, scrape_options: ScrapeOptions, now: float, judge: Judge
+) -> list[Frame]:
+    """As `past_window`, the rules judged in Prometheus: the frames of [now - since, now] with
+    each server's headline series and the alerts of what held (PrometheusError when
+    Prometheus holds no vLLM series then)."""
+    client = PrometheusClient(url, scrape_options)
+    try:
+        points = await judged_window(client, judge, now - since_s, now, step_s)
+        frames = frames_of(points, await client.metadata())
+    finally:
+        await client.close()
+    if not frames:
+        raise PrometheusError(f"{url}: no vLLM series (vllm:*) in the last {since_s:.0f} s")
+    return frames
