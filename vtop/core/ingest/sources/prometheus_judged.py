@@ -29,10 +29,22 @@ from vtop.core.ingest.sources.prometheus import (
 from vtop.core.ingest.sources.vllm_http import ScrapeOptions
 
 JUDGED_SELECTOR = HEADLINE_SELECTOR.replace(
-    "|num_preemptions_total)", "|num_preemptions_total|cache_config_info)"
+    "|num_preemptions_total)",
+    "|num_preemptions_total|cache_config_info"
+    "|current_qps|healthy_pods_total|routing_decisions_total|request_errors_total"
+    "|num_incoming_requests_total|request_latency_seconds_(bucket|count|sum))",
 )
-"""The headline series plus the settings each engine reports (`vllm:cache_config_info`)."""
+"""The headline series, the settings each engine reports (`vllm:cache_config_info`) and a
+router's own series (a router is told from a server by them, and shown as its view)."""
 CACHE_CONFIG_INFO = ("vllm:cache_config_info", "ray_vllm:cache_config_info")
+ROUTER_MARK = "vllm:current_qps"
+"""A series only the production-stack router exports."""
+ENGINE_LATENCY_SELECTOR = '{__name__=~"vllm:e2e_request_latency_seconds_(bucket|count|sum)"}'
+"""Read too where a router is seen: its view of a backend is set beside the engine's own."""
+
+
+def _routed(points: list[Point]) -> bool:
+    return any(p.labels.get("__name__") == ROUTER_MARK for p in points)
 
 
 class Judge(Protocol):
@@ -101,6 +113,8 @@ def judged_queries(judge: Judge, instances: Iterable[str], base: list[Point]) ->
 async def judged_tick(client: PrometheusClient, judge: Judge, now: float) -> list[Point]:
     """The headline series at `now` and the alerts of what the judge's queries find."""
     base = await client.query(JUDGED_SELECTOR, now)
+    if _routed(base):
+        base += await client.query(ENGINE_LATENCY_SELECTOR, now)
     instances = {p.labels.get("instance", "") for p in base if "instance" in p.labels}
     queries = judged_queries(judge, instances, base)
     answers = await asyncio.gather(*(client.query(query, now) for query in queries))
@@ -114,6 +128,8 @@ async def judged_window(
     """As `judged_tick` at every step of a past window: the settings of its end, the judge's
     holds carried from step to step (a condition must hold for its `for:` across them)."""
     base = await client.query_range(JUDGED_SELECTOR, start, end, step)
+    if _routed(base):
+        base += await client.query_range(ENGINE_LATENCY_SELECTOR, start, end, step)
     last = max((p.timestamp for p in base), default=end)
     at_end = [p for p in base if p.timestamp == last]
     instances = {p.labels.get("instance", "") for p in base if "instance" in p.labels}
