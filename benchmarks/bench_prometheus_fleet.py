@@ -1,4 +1,5 @@
-"""`vtop --prometheus` at fleet scale: raw series vs `--alerts`, on a backfilled Prometheus.
+"""`vtop --prometheus` at fleet scale: raw series, `--alerts` and `--judge prometheus`, on a
+backfilled Prometheus.
 
 For each fleet size, the real vLLM 0.32 capture (tests/data, 364 `vllm:` series) is written for
 every server at 15 s steps over a few minutes, counters growing, as OpenMetrics; `promtool tsdb
@@ -18,7 +19,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import multiprocessing
 import os
+import resource
 import shutil
 import subprocess
 import tempfile
@@ -33,7 +36,9 @@ from tests.support.payloads import fixture
 from tests.support.prometheus_harness import prometheus_process
 from vtop.core.ingest.exposition import ExpositionParser
 from vtop.core.ingest.sources.prometheus import PrometheusClient, PrometheusFeed
+from vtop.core.ingest.sources.prometheus_judged import judged_reader
 from vtop.core.ingest.sources.vllm_http import ScrapeOptions
+from vtop.core.rules.judge import FleetJudge
 from vtop.core.rules.loader import load_rules
 from vtop.core.session.diagnose import DiagnoseOptions
 from vtop.core.session.session import watching_session
@@ -56,6 +61,8 @@ class TickCost:
     prometheus_cpu_s: float
     wall_s: float
     findings: int
+    peak_rss_mib: float
+    """The process's peak resident memory (its own process: see `ticks_apart`)."""
 
 
 def instance(server: int) -> str:
@@ -104,13 +111,20 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def ticks(url: str, pid: int, servers: int, alerts: bool, at: list[float]) -> TickCost:
+MODES = ("raw", "alerts", "judged")
+MODE_NAMES = {"raw": "raw series", "alerts": "`--alerts`", "judged": "`--judge prometheus`"}
+
+
+async def ticks(url: str, pid: int, servers: int, mode: str, at: list[float]) -> TickCost:
     """The dashboard's tick at each time in `at` (the first one, which also asks for the
-    catalogue, not counted)."""
+    catalogue and, judged in Prometheus, reads the last minute, not counted)."""
     client = PrometheusClient(url, ScrapeOptions(timeout_s=300))
-    feed = PrometheusFeed(client, STEP_S, alerts=alerts)
+    rules = load_rules()
+    reader = judged_reader(FleetJudge(rules, STEP_S), STEP_S) if mode == "judged" else None
+    feed = PrometheusFeed(client, STEP_S, alerts=mode == "alerts", reader=reader)
+    from_prometheus = mode != "raw"
     session = watching_session(
-        load_rules(), DiagnoseOptions(read_gpus=False), servers, alerts=alerts
+        rules, DiagnoseOptions(read_gpus=False), servers, alerts=from_prometheus
     )
     costs: list[tuple[int, float, float, float]] = []
     try:
@@ -136,7 +150,18 @@ async def ticks(url: str, pid: int, servers: int, alerts: bool, at: list[float])
         await feed.close()
     findings = sum(len(view.triage.findings) for view in session.targets.values() if view.triage)
     bytes_read, ours, theirs, wall = (sum(c[i] for c in costs) / len(costs) for i in range(4))
-    return TickCost(bytes_read, ours, theirs, wall, findings)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return TickCost(bytes_read, ours, theirs, wall, findings, peak)
+
+
+def ticks_apart(url: str, pid: int, servers: int, mode: str, at: list[float]) -> TickCost:
+    """`ticks` in a process of its own (forked), so its peak memory is its mode's alone."""
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        return pool.apply(_ticks, (url, pid, servers, mode, at))
+
+
+def _ticks(url: str, pid: int, servers: int, mode: str, at: list[float]) -> TickCost:
+    return asyncio.run(ticks(url, pid, servers, mode, at))
 
 
 @dataclass(frozen=True)
@@ -173,13 +198,12 @@ def measure(servers: int, tick_count: int) -> list[str]:
     rows = []
     with tempfile.TemporaryDirectory() as scratch, backfilled(servers, Path(scratch)) as served:
         at = [served.end - (tick_count - i) * STEP_S for i in range(tick_count + 1)]
-        for alerts in (False, True):
-            cost = asyncio.run(ticks(served.url, served.pid, servers, alerts, at))
-            mode = "`--alerts`" if alerts else "raw series"
+        for mode in MODES:
+            cost = ticks_apart(served.url, served.pid, servers, mode, at)
             rows.append(
-                f"| {servers} | {mode} | {cost.answer_bytes / 1e6:.2f} MB "
+                f"| {servers} | {MODE_NAMES[mode]} | {cost.answer_bytes / 1e6:.2f} MB "
                 f"| {cost.vtop_cpu_s * 1000:.0f} ms | {cost.prometheus_cpu_s * 1000:.0f} ms "
-                f"| {cost.wall_s * 1000:.0f} ms | {cost.findings} |"
+                f"| {cost.wall_s * 1000:.0f} ms | {cost.peak_rss_mib:.0f} MiB | {cost.findings} |"
             )
             print(rows[-1], flush=True)
     return rows
@@ -196,7 +220,7 @@ def main() -> None:
     args = parser.parse_args()
     header = (
         "| servers | mode | answer per tick | vtop CPU per tick | Prometheus CPU per tick "
-        "| wall per tick | findings |\n|---|---|---|---|---|---|---|"
+        "| wall per tick | vtop peak memory | findings |\n|---|---|---|---|---|---|---|---|"
     )
     print(header, flush=True)
     rows = [row for size in args.servers.split(",") for row in measure(int(size), args.ticks)]
