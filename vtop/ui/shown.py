@@ -249,7 +249,7 @@ def _mode(status: FeedStatus, now: float) -> tuple[str, ...]:
     if status.mode is Mode.PROMETHEUS_ALERTS:
         parts.append("ALERTS")  # the findings are what Prometheus fires
     if status.mode is Mode.PROMETHEUS_JUDGED:
-        parts.append("JUDGED IN PROMETHEUS")
+        parts.append("JUDGED IN PROM")
     if status.paused:
         parts.append("PAUSED")
     if status.finished:
