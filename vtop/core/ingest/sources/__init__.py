@@ -5,7 +5,8 @@ log (`LogTail`), the canaries through the front door (`ProbeSource`) and the one
 OpenAI event stream they and `vtop bench` share (openai_stream), dcgm-exporter's GPU fields
 read as a server's own (dcgm), and vLLM's per-request OTLP spans with the receiver that takes
 them (otlp, otlp_receiver), the requests in flight vtop's middleware in vLLM lists
-(in_flight). Imports config and the leaves; never touches a widget.
+(in_flight); the fleet judged inside Prometheus (prometheus_judged: the queries a judge
+writes, their answers as alerts). Imports config and the leaves; never touches a widget.
 """
 
 __all__ = [
@@ -20,6 +21,7 @@ __all__ = [
     "probe",
     "process_log",
     "prometheus",
+    "prometheus_judged",
     "server_facts",
     "tls",
     "vllm_http",
