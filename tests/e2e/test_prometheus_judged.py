@@ -1,13 +1,19 @@
-"""The fleet judged inside Prometheus (`--judge prometheus`) against a real Prometheus: the
-findings per replica are the ones vtop's own triage of a direct scrape gives, the router is no
-server, the dashboard's feed shows them on its first tick."""
+"""A thousand replicas judged inside Prometheus (`--judge prometheus`), against a real
+Prometheus scraping them: the findings per replica are the ones vtop's own triage of a direct
+scrape gives, the router and the GPU exporter are no servers, the GPU rule judges the pod whose
+GPU throttles, and the dashboard's feed shows the findings on its first tick."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
+import subprocess
+import sys
 import time
-from contextlib import ExitStack
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -15,12 +21,12 @@ import httpx
 import pytest
 
 from tests.e2e.test_prometheus_router import metrics_handler
+from tests.support.dcgm_exporter import HW_SLOWDOWN, Gpu, dcgm_exposition
 from tests.support.http_server import Canned, serving, serving_handler
 from tests.support.payloads import fixture
-from tests.support.prometheus_harness import prometheus, wait_for_samples
+from tests.support.prometheus_harness import prometheus_process, wait_for_samples
 from tests.support.router import RouterMetrics
-from tests.support.storm import CACHE_LABELS
-from tests.support.storm_server import healthy_handler, storm_handler
+from tests.support.storm_server import storm_handler
 from vtop.cli import main
 from vtop.core.config.settings import load_settings
 from vtop.core.ingest.exposition import ExpositionParser
@@ -35,13 +41,59 @@ from vtop.core.session.diagnose import DiagnoseOptions, diagnose_fleet
 from vtop.core.session.session import Session
 from vtop.text.report import fleet_json_report
 
-HEALTHY = 40
-OTHER_SETTINGS = CACHE_LABELS.replace('kv_cache_size_tokens="1024"', 'kv_cache_size_tokens="4096"')
-"""Half the healthy replicas report another KV capacity: two settings groups, two queries."""
+REPLICAS = 1000
+"""Healthy replicas in the farm (half in another settings group); two more are incidents."""
+SCRAPE_S = 2
+WINDOW_S = 40.0
+"""G1 (the GPU's clocks held back) holds for 30 s before it is judged."""
+DIRECT = 12
+"""Farm replicas scraped directly too, beside the incidents (both settings groups)."""
+HOT, COOL = 7, 8
+"""The farm replicas whose pods hold the throttling GPU and a calm one."""
+EXPORTER_POD = {"namespace": "gpu-operator", "pod": "dcgm-exporter-x7k2p"}
 
 
 def name(url: str) -> str:
     return url.removeprefix("http://")
+
+
+@contextmanager
+def farm(count: int, workdir: Path, started: float) -> Iterator[list[str]]:
+    """`count` healthy replicas served by one process of their own; their URLs."""
+    ports = workdir / "ports"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.fleet_farm", str(count), str(ports), str(started)],
+        start_new_session=True,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not ports.exists():
+            if process.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"the farm did not start: {process.stderr and process.stderr.read()!r}")
+            time.sleep(0.1)
+        yield [f"http://127.0.0.1:{port}" for port in ports.read_text().split()]
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=10)
+
+
+def scrape_config(pods: dict[str, str], router: str, exporter: str) -> str:
+    """Each replica with its pod's labels (as Kubernetes discovery gives them), the router,
+    the GPU exporter with its own pod (its GPUs' pods kept as exported_pod)."""
+    entries = "".join(
+        f"      - targets: ['{target}']\n        labels: {{namespace: llm, pod: {pod}}}\n"
+        for target, pod in pods.items()
+    )
+    return (
+        f"global:\n  scrape_interval: {SCRAPE_S}s\n"
+        "scrape_configs:\n"
+        f"  - job_name: vllm\n    static_configs:\n{entries}"
+        f"  - job_name: router\n    static_configs:\n      - targets: ['{router}']\n"
+        "  - job_name: dcgm\n    static_configs:\n"
+        f"      - targets: ['{exporter}']\n"
+        f"        labels: {{namespace: {EXPORTER_POD['namespace']}, pod: {EXPORTER_POD['pod']}}}\n"
+    )
 
 
 def counters(url: str) -> dict[str, float]:
@@ -55,7 +107,7 @@ def counters(url: str) -> dict[str, float]:
 
 def assert_incidents_hold(storm: str, frozen: str, healthy: str) -> None:
     """The precondition, measured: the storm preempts while its queue waits, the frozen server
-    runs requests without a token, the healthy one makes tokens with nothing waiting."""
+    runs requests without a token, a healthy one makes tokens with nothing waiting."""
     before = {url: counters(url) for url in (storm, frozen, healthy)}
     time.sleep(2)
     after = {url: counters(url) for url in (storm, frozen, healthy)}
@@ -63,11 +115,11 @@ def assert_incidents_hold(storm: str, frozen: str, healthy: str) -> None:
     def grew(url: str, series: str) -> float:
         return after[url][series] - before[url][series]
 
-    preempted, waiting = grew(storm, "vllm:num_preemptions_total"), after[storm]
-    assert preempted > 0 and waiting["vllm:num_requests_waiting"] > 0, (before, after)
+    assert grew(storm, "vllm:num_preemptions_total") > 0, (before[storm], after[storm])
+    assert after[storm]["vllm:num_requests_waiting"] > 0, after[storm]
     assert grew(frozen, "vllm:generation_tokens_total") == 0, (before[frozen], after[frozen])
     assert after[frozen]["vllm:num_requests_running"] > 0, after[frozen]
-    assert grew(healthy, "vllm:generation_tokens_total") > 0, (before, after)
+    assert grew(healthy, "vllm:generation_tokens_total") > 0, (before[healthy], after[healthy])
     assert after[healthy]["vllm:num_requests_waiting"] == 0, after[healthy]
 
 
@@ -92,16 +144,12 @@ def direct_report(urls: list[str], window_s: float) -> dict[str, Any]:
     return fleet_json_report(diagnose_fleet(frames, load_rules(), DiagnoseOptions()))
 
 
-def cli_json(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[str, Any]]:
-    code = main([*argv, "--json"])
-    return code, json.loads(capsys.readouterr().out)
-
-
 async def first_tick(url: str) -> dict[str, list[str]]:
     """The dashboard's feed judged in Prometheus: the findings of its first tick."""
     rules = load_rules()
-    reader = judged_reader(FleetJudge(rules, 1.0), 1.0)
-    feed = PrometheusFeed(PrometheusClient(url, ScrapeOptions()), 1.0, reader=reader)
+    reader = judged_reader(FleetJudge(rules, SCRAPE_S), SCRAPE_S)
+    client = PrometheusClient(url, ScrapeOptions(timeout_s=60))
+    feed = PrometheusFeed(client, SCRAPE_S, reader=reader)
     session = Session(rules, DiagnoseOptions(), alerts=True)
     try:
         for frame in await feed.frames(time.time()):
@@ -111,54 +159,77 @@ async def first_tick(url: str) -> dict[str, list[str]]:
     return {
         target: sorted(f.rule.id for f in view.triage.findings)
         for target, view in session.targets.items()
-        if view.triage is not None
+        if view.triage is not None and view.triage.findings
     }
 
 
-def test_judged_in_prometheus_finds_what_a_direct_scrape_finds(
+def test_a_thousand_replicas_judged_in_prometheus_as_a_direct_scrape_judges_them(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     started = time.time()
     router = RouterMetrics()
     with ExitStack() as stack:
+        replicas = stack.enter_context(farm(REPLICAS, tmp_path, started))
         storm = stack.enter_context(serving_handler(storm_handler(started)))
         frozen = stack.enter_context(serving(Canned(fixture("underload"))))
-        healthy = [
-            stack.enter_context(
-                serving_handler(healthy_handler(started, OTHER_SETTINGS if i % 2 else CACHE_LABELS))
-            )
-            for i in range(HEALTHY)
+        gpus = [
+            Gpu(0, "llm", f"vllm-{HOT}", 97.0, throttle_reasons=HW_SLOWDOWN),
+            Gpu(1, "llm", f"vllm-{COOL}", 96.0),
         ]
+        exporter = stack.enter_context(
+            serving_handler(metrics_handler(lambda: dcgm_exposition(gpus)))
+        )
 
         def router_text() -> str:
             router.served(storm, 2, 1.0, running=4)
-            router.served(healthy[0], 2, 0.5, running=2)
+            router.served(replicas[0], 2, 0.5, running=2)
             return router.text()
 
         front = stack.enter_context(serving_handler(metrics_handler(router_text)))
-        servers = [storm, frozen, *healthy]
-        targets = [name(url) for url in (*servers, front)]
-        url = stack.enter_context(prometheus(targets, tmp_path / "prometheus"))
-        wait_for_samples(url, "up == 1", len(targets))
-        assert_incidents_hold(storm, frozen, healthy[0])
+        pods = {name(storm): "vllm-storm", name(frozen): "vllm-frozen"}
+        pods |= {name(url): f"vllm-{i}" for i, url in enumerate(replicas)}
+        config = scrape_config(pods, name(front), name(exporter))
+        workdir = tmp_path / "prometheus"
+        url, _ = stack.enter_context(prometheus_process([], workdir, None, config))
+        wait_for_samples(url, "up == 1", REPLICAS + 4, timeout_s=60)
+        assert_incidents_hold(storm, frozen, replicas[0])
 
-        direct = direct_report(servers, 30.0)
-        argv = ["diagnose", "--prometheus", url, "--since", "30s", "--step", "1s"]
-        judged_code, judged = cli_json([*argv, "--judge", "prometheus"], capsys)
+        scraped = [storm, frozen, *replicas[:DIRECT]]
+        direct = direct_report(scraped, WINDOW_S)
+        since = f"{WINDOW_S:.0f}s"
+        argv = ["diagnose", "--prometheus", url, "--since", since, "--step", f"{SCRAPE_S}s"]
+        judged_code = main([*argv, "--judge", "prometheus", "--timeout", "60", "--json"])
+        judged = json.loads(capsys.readouterr().out)
         ticked = asyncio.run(first_tick(url))
 
+    judged_found = findings_by_server(judged)
+    assert judged["judged_in"] == "prometheus"
+    assert len(judged_found) == REPLICAS + 2  # the router and the GPU exporter are no servers
+    assert [r["target"] for r in judged["routers"]] == [name(front)]
     direct_found = findings_by_server(direct)
     assert direct_found[name(storm)] == ["M1"] and direct_found[name(frozen)] == ["S1"], direct
-    assert judged["judged_in"] == "prometheus"
-    assert findings_by_server(judged) == direct_found  # the router is not among the servers
-    assert [r["target"] for r in judged["routers"]] == [name(front)]
+    hot, cool = name(replicas[HOT]), name(replicas[COOL])
+    gpu_pods = (hot, cool)  # their GPUs come from DCGM: a direct scrape has none to judge
+    assert {t: judged_found[t] for t in direct_found if t not in gpu_pods} == {
+        t: found for t, found in direct_found.items() if t not in gpu_pods
+    }
+    assert "G1" in judged_found[hot] and "G1" not in judged_found[cool], (judged_found[hot], cool)
+    troubled = {t for t, found in judged_found.items() if found}
+    assert troubled - {cool} == {name(storm), name(frozen), hot}, sorted(troubled)[:20]
     assert (
         fleet_findings(judged)
         == fleet_findings(direct)
-        == [("B1", name(storm)), ("B4", name(storm))]
+        == [
+            ("B1", name(storm)),
+            ("B4", name(storm)),
+        ]
     )
-    assert judged_code == direct["exit_code"] == 2
-    assert sorted(judged["evidence_of"]) == sorted([name(storm), name(frozen)])
+    assert judged_code == 2 and direct["exit_code"] == 2
+    assert set(judged["evidence_of"]) >= {name(storm), name(frozen)}
     storm_report = next(s for s in judged["servers"] if s["target"] == name(storm))
     assert storm_report["primary"]["evidence"]["preemptions_per_s"] > 0  # the drill-down's
-    assert {k: v for k, v in ticked.items() if k != name(front)} == direct_found
+    # the feed's first tick: what Prometheus judged, held over the minute it read (the GPU
+    # rules are vtop's own, on what the feed has seen: one tick)
+    assert {t: found for t, found in ticked.items() if t not in gpu_pods} == {
+        t: found for t, found in judged_found.items() if found and t not in gpu_pods
+    }

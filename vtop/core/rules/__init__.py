@@ -7,4 +7,14 @@ judged inside Prometheus (judge: `FleetJudge`); the language
 is in `promql`.
 """
 
-__all__ = ["alerts", "engine", "export", "judge", "loader", "promql", "records", "rule", "rule_file"]
+__all__ = [
+    "alerts",
+    "engine",
+    "export",
+    "judge",
+    "loader",
+    "promql",
+    "records",
+    "rule",
+    "rule_file",
+]

@@ -7,9 +7,12 @@ and shows them as findings of the same rules, triaged in the same order.
 
 from __future__ import annotations
 
+import dataclasses
+
 from vtop.core.catalog import ALERTS, ALERTS_FOR_STATE
 from vtop.core.frame import Labels, Series
 from vtop.core.rules.engine import Finding, Triage, triage
+from vtop.core.rules.export import reads_vtop_made
 from vtop.core.rules.rule import Rule
 from vtop.core.store.store import Store
 
@@ -64,3 +67,27 @@ def _since(store: Store, alert: Series, now: float) -> float:
             if value is not None and value <= now:
                 return value
     return now
+
+
+def vtop_made_rules(rules: list[Rule]) -> list[Rule]:
+    """The per-server rules no Prometheus can evaluate: they read series vtop makes (the GPU
+    rules read `nvml:`, joined from dcgm-exporter's series). With the findings from
+    Prometheus, vtop still evaluates these itself."""
+    return [rule for rule in rules if rule.scope == "target" and reads_vtop_made(rule)]
+
+
+def merged(from_prometheus: Triage, here: Triage) -> Triage:
+    """The findings Prometheus gave and the ones vtop found itself, triaged as one (each
+    finding's symptoms taken apart first, so a cause in one explains a symptom in the other)."""
+    flat = [
+        dataclasses.replace(finding, symptoms=())
+        for part in (from_prometheus, here)
+        for found in part.findings
+        for finding in (found, *found.symptoms)
+    ]
+    return Triage(
+        tuple(triage(flat)),
+        here.unchecked,
+        (*from_prometheus.errors, *here.errors),
+        (*from_prometheus.pending, *here.pending),
+    )

@@ -26,7 +26,7 @@ from vtop.core.frame import (
 from vtop.core.histogram import Buckets
 from vtop.core.ingest.excerpt import STARTUP_LINE
 from vtop.core.ingest.quality import Defect, QualityChecker
-from vtop.core.rules.alerts import alert_triage, fleet_alert_triage
+from vtop.core.rules.alerts import alert_triage, fleet_alert_triage, merged, vtop_made_rules
 from vtop.core.rules.engine import Engine, Finding, Triage
 from vtop.core.rules.promql.samples import LOOKBACK_S
 from vtop.core.rules.rule import Rule
@@ -122,6 +122,8 @@ class Session:
         """Findings are the alerts Prometheus fires for the exported rules (alert_triage), not
         the rules evaluated here (the raw series are not read)."""
         self.engine = Engine(rules)
+        self.vtop_made = Engine(vtop_made_rules(rules)) if alerts else None
+        """With the findings from Prometheus: the rules only vtop can evaluate (GPU series)."""
         self.options = options
         self.history_points = store_capacity
         """Chart points kept per server: as many as the store keeps ticks."""
@@ -295,6 +297,10 @@ class Session:
         view.config = self.with_inferences(view, now, point.base_config)
         if self.alerts:
             triage = alert_triage(self.store, view.target, now, self.engine.rules)
+            if self.vtop_made is not None:
+                pseudo = view.config.pseudo_metrics()
+                here = self.vtop_made.evaluate(self.store, view.target, now, pseudo)
+                triage = merged(triage, here)
         else:
             pseudo = view.config.pseudo_metrics()
             triage = self.engine.evaluate(self.store, view.target, now, pseudo)

@@ -67,7 +67,10 @@ def judged_window(
     With `alerts`, the findings are the frames' ALERTS (judged in Prometheus)."""
     session = WindowSession(rules, options, max(DEFAULT_CAPACITY, len(frames)), alerts)
     if len(frames) >= 2:
-        session.engine.hold_cap_s = one_shot_hold_s(frames[-1].timestamp - frames[0].timestamp)
+        hold_cap_s = one_shot_hold_s(frames[-1].timestamp - frames[0].timestamp)
+        session.engine.hold_cap_s = hold_cap_s
+        if session.vtop_made is not None:
+            session.vtop_made.hold_cap_s = hold_cap_s
     for frame in frames:
         session.ingest(frame)
     session.judge_window()

@@ -394,11 +394,13 @@ async def history_frames(
 
 
 def raw_selector(instances: Sequence[str] | None) -> str:
-    """Every raw series vtop reads, of these instances only when given."""
+    """Every raw series vtop reads, of these instances only when given (and every GPU
+    dcgm-exporter reports, whose instance is the exporter's: joined to the servers by pod)."""
     if instances is None:
         return VLLM_SELECTOR
     pattern = "|".join(sorted(re.escape(i).replace("\\", "\\\\") for i in instances))
-    return VLLM_SELECTOR[:-1] + f', instance=~"{pattern}"}}'
+    own = VLLM_SELECTOR[:-1] + f', instance=~"{pattern}"}}'
+    return f'{own} or {{__name__=~"{dcgm.SELECTOR}"}}'
 
 
 def frames_of(points: list[Point], types: dict[str, str]) -> list[Frame]:

@@ -18,6 +18,7 @@ from vtop.core.catalog import ALERTS, ALERTS_FOR_STATE
 from vtop.core.config.cache_config import cache_config_from_labels
 from vtop.core.config.server_config import assemble
 from vtop.core.frame import Frame
+from vtop.core.ingest.sources import dcgm
 from vtop.core.ingest.sources.prometheus import (
     HEADLINE_SELECTOR,
     Point,
@@ -33,9 +34,10 @@ JUDGED_SELECTOR = HEADLINE_SELECTOR.replace(
     "|num_preemptions_total|cache_config_info"
     "|current_qps|healthy_pods_total|routing_decisions_total|request_errors_total"
     "|num_incoming_requests_total|request_latency_seconds_(bucket|count|sum))",
-)
-"""The headline series, the settings each engine reports (`vllm:cache_config_info`) and a
-router's own series (a router is told from a server by them, and shown as its view)."""
+).replace('|up"}', f'|up|{dcgm.SELECTOR}"}}')
+"""The headline series, the settings each engine reports (`vllm:cache_config_info`), a
+router's own series (a router is told from a server by them, and shown as its view) and
+dcgm-exporter's GPU fields (joined to the servers by pod: vtop judges the GPU rules)."""
 CACHE_CONFIG_INFO = ("vllm:cache_config_info", "ray_vllm:cache_config_info")
 ROUTER_MARK = "vllm:current_qps"
 """A series only the production-stack router exports."""
