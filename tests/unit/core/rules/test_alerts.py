@@ -19,6 +19,8 @@ from vtop.core.ingest.sources.prometheus import (
     scrapes_from,
 )
 from vtop.core.ingest.sources.vllm_http import ScrapeOptions
+from vtop.core.rules.alerts import merged, vtop_made_rules
+from vtop.core.rules.engine import Finding, Triage
 from vtop.core.rules.loader import load_rules
 from vtop.core.session.diagnose import DiagnoseOptions
 from vtop.core.session.session import Session
@@ -112,3 +114,21 @@ def test_the_headline_selector_reads_vllm_and_ray_serve_names_and_nothing_more()
     assert all(re.fullmatch(names.group(1), name) for name in wanted)
     unwanted = ["vllm:time_to_first_token_seconds_bucket", "node_cpu_seconds_total"]
     assert not any(re.fullmatch(names.group(1), name) for name in unwanted)
+
+
+def test_the_gpu_rules_are_vtops_own_beside_the_alerts() -> None:
+    rules = load_rules()
+    made = {rule.id for rule in vtop_made_rules(rules)}
+    assert {"G1", "G2", "M3"} <= made and not {"M1", "Q1", "B1"} & made
+    by_id = {rule.id: rule for rule in rules}
+
+    def finding(rule_id: str, symptoms: tuple[Finding, ...] = ()) -> Finding:
+        return Finding(by_id[rule_id], (), 0.0, {}, rule_id, (), symptoms)
+
+    # Q1 came with M1 from Prometheus (its symptom); G1 was found here
+    from_prometheus = Triage((finding("M1", (finding("Q1"),)),), ())
+    here = Triage((finding("G1"),), ())
+    together = merged(from_prometheus, here)
+    assert sorted(f.rule.id for f in together.findings) == ["G1", "M1"]
+    storm = next(f for f in together.findings if f.rule.id == "M1")
+    assert [s.rule.id for s in storm.symptoms] == ["Q1"]
