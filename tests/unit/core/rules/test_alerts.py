@@ -99,6 +99,8 @@ async def test_the_header_says_the_findings_are_the_alerts_prometheus_fires() ->
     assert status.mode is Mode.PROMETHEUS_ALERTS
     assert "ALERTS" in header_mode(status, 0.0)
     assert "ALERTS" not in header_mode(dataclasses.replace(status, mode=Mode.PROMETHEUS), 0.0)
+    judged = dataclasses.replace(status, mode=Mode.PROMETHEUS_JUDGED)
+    assert "JUDGED IN PROM" in header_mode(judged, 0.0)
 
 
 def test_alerts_without_prometheus_is_an_error(capsys: pytest.CaptureFixture[str]) -> None:

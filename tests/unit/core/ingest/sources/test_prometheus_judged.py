@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from vtop.cli.judging import JUDGED_INTERVAL_S, resolved
 from vtop.core.config.settings import (
     JUDGE_IN_PROMETHEUS_FROM,
     SettingsError,
@@ -74,3 +75,13 @@ def test_who_judges_a_fleet() -> None:
     assert not judged_in_prometheus(alerts, 999)  # the alerts it fires are read instead
     with pytest.raises(SettingsError, match="prometheus_judge = 'maybe'"):
         load_settings({**url, "prometheus_judge": "maybe"}, env={})
+
+
+def test_judged_in_prometheus_a_tick_is_at_least_five_seconds() -> None:
+    url = {"prometheus": "http://prometheus:9090"}
+    judged = resolved(load_settings({**url, "prometheus_judge": "prometheus"}, env={}))
+    assert judged.findings_from_prometheus and judged.interval_s == JUDGED_INTERVAL_S
+    raw = resolved(load_settings({**url, "prometheus_judge": "vtop"}, env={}))
+    assert not raw.findings_from_prometheus and raw.interval_s == 1.0
+    unreachable = {"prometheus": "http://127.0.0.1:9", "timeout_s": 1.0}
+    assert resolved(load_settings(unreachable, env={})).prometheus_judge == "vtop"  # auto
