@@ -14,6 +14,7 @@ import itertools
 import sys
 from pathlib import Path
 
+from tests.support.farm_http import Handle, handler, metrics_response
 from tests.support.payloads import fixture
 
 CAPTURE = "underload"
@@ -21,7 +22,6 @@ VARIANTS = 600
 """Scrapes with growing values per endpoint (10 minutes at 1 s); then the last one repeats."""
 GROWTH = 0.002
 CUMULATIVE = ("_total", "_bucket", "_count", "_sum")
-MAX_HEADER_BYTES = 65536
 
 
 def grown(text: str, step: int) -> str:
@@ -39,49 +39,20 @@ def grown(text: str, step: int) -> str:
 
 def responses() -> list[bytes]:
     """The growing captures as complete HTTP responses."""
-    built = []
     text = fixture(CAPTURE)
-    for step in range(VARIANTS):
-        body = grown(text, step).encode()
-        head = (
-            "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n"
-            f"Content-Length: {len(body)}\r\n\r\n"
-        )
-        built.append(head.encode() + body)
-    return built
+    return [metrics_response(grown(text, step).encode()) for step in range(VARIANTS)]
 
 
-NOT_FOUND = b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n"
-
-
-def handler(payloads: list[bytes]) -> object:
+def endpoint(payloads: list[bytes]) -> Handle:
     """One endpoint's connection handler: the next payload per scrape, the last one repeated."""
     turn = itertools.chain(payloads, itertools.repeat(payloads[-1]))
-
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while True:
-                request = await reader.readuntil(b"\r\n\r\n")
-                if len(request) > MAX_HEADER_BYTES:
-                    break
-                path = request.split(b" ", 2)[1] if b" " in request else b""
-                writer.write(next(turn) if path.startswith(b"/metrics") else NOT_FOUND)
-                await writer.drain()
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
-            pass
-        finally:
-            writer.close()
-
-    return handle
+    return handler(lambda: next(turn))
 
 
 async def serve(count: int, ports_file: Path) -> None:
     """Open the listeners, publish their ports, serve forever."""
     payloads = responses()
-    servers = [
-        await asyncio.start_server(handler(payloads), "127.0.0.1", 0)  # type: ignore[arg-type]
-        for _ in range(count)
-    ]
+    servers = [await asyncio.start_server(endpoint(payloads), "127.0.0.1", 0) for _ in range(count)]
     ports = [server.sockets[0].getsockname()[1] for server in servers]
     ports_file.write_text("".join(f"{port}\n" for port in ports))
     await asyncio.Event().wait()

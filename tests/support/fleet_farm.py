@@ -15,48 +15,17 @@ import sys
 import time
 from pathlib import Path
 
+from tests.support.farm_http import Handle, handler, metrics_response
 from tests.support.storm import CACHE_LABELS
-from tests.support.storm_server import HEALTHY
+from tests.support.storm_server import healthy_body
 
 OTHER_SETTINGS = CACHE_LABELS.replace('kv_cache_size_tokens="1024"', 'kv_cache_size_tokens="4096"')
 """The cache config of the odd replicas: another KV capacity, so another settings group."""
-MAX_HEADER_BYTES = 65536
-NOT_FOUND = b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n"
 
 
-def body(started: float, cache_labels: str) -> bytes:
-    """A healthy replica's exposition now."""
-    t = time.time() - started + 1
-    values = {"g": 200 * t, "n": 2 * t, "ps": 100 * t, "q": 0.002 * t}
-    return HEALTHY.format(cache_labels=cache_labels, **values).encode()
-
-
-def handler(started: float, cache_labels: str) -> object:
-    """One replica's connection handler."""
-
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while True:
-                request = await reader.readuntil(b"\r\n\r\n")
-                if len(request) > MAX_HEADER_BYTES:
-                    break
-                path = request.split(b" ", 2)[1] if b" " in request else b""
-                if not path.startswith(b"/metrics"):
-                    writer.write(NOT_FOUND)
-                else:
-                    payload = body(started, cache_labels)
-                    head = (
-                        "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n"
-                        f"Content-Length: {len(payload)}\r\n\r\n"
-                    )
-                    writer.write(head.encode() + payload)
-                await writer.drain()
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
-            pass
-        finally:
-            writer.close()
-
-    return handle
+def replica(started: float, cache_labels: str) -> Handle:
+    """One healthy replica's connection handler: its exposition as of each scrape."""
+    return handler(lambda: metrics_response(healthy_body(time.time() - started + 1, cache_labels)))
 
 
 async def serve(count: int, ports_file: Path, started: float) -> None:
@@ -66,9 +35,7 @@ async def serve(count: int, ports_file: Path, started: float) -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     servers = [
         await asyncio.start_server(
-            handler(started, OTHER_SETTINGS if i % 2 else CACHE_LABELS),  # type: ignore[arg-type]
-            "127.0.0.1",
-            0,
+            replica(started, OTHER_SETTINGS if i % 2 else CACHE_LABELS), "127.0.0.1", 0
         )
         for i in range(count)
     ]

@@ -15,15 +15,14 @@ the raw series of that server (a drill-down).
 from __future__ import annotations
 
 import dataclasses
-import math
-import operator
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from vtop.core.frame import Labels
 from vtop.core.rules.alerts import JUDGED_LABEL
 from vtop.core.rules.export import ExportOptions, adapted, alert_name, per_instance
 from vtop.core.rules.promql.ast import Aggregate, Binary, Call, Expr, Negate, Number, selectors
+from vtop.core.rules.promql.binary import ARITHMETIC, COMPARISON
 from vtop.core.rules.promql.printer import for_prometheus, to_text
 from vtop.core.rules.rule import Rule
 
@@ -158,22 +157,6 @@ def judged_condition(rule: Rule, options: ExportOptions, per_server: bool) -> Ex
     return decided
 
 
-COMPARISONS: dict[str, Callable[[float, float], bool]] = {
-    "==": operator.eq,
-    "!=": operator.ne,
-    ">": operator.gt,
-    "<": operator.lt,
-    ">=": operator.ge,
-    "<=": operator.le,
-}
-ARITHMETIC: dict[str, Callable[[float, float], float]] = {
-    "+": operator.add,
-    "-": operator.sub,
-    "*": operator.mul,
-    "/": lambda a, b: a / b if b else math.nan,
-}
-
-
 def folded(expr: Expr) -> Expr | bool | None:
     """The expression with comparisons of numbers decided (settings given as numbers leave
     `1 == 1` where vtop compares a setting; PromQL refuses a comparison of scalars without
@@ -194,11 +177,11 @@ def folded(expr: Expr) -> Expr | bool | None:
 
 
 def _folded_binary(expr: Binary) -> Expr | bool | None:
-    if expr.op in COMPARISONS and not expr.return_bool and not selectors(expr):
+    if expr.op in COMPARISON and not expr.return_bool and not selectors(expr):
         first, second = _constant(expr.left), _constant(expr.right)
         if first is None or second is None:
             return None
-        return COMPARISONS[expr.op](first, second)
+        return COMPARISON[expr.op](first, second)
     left, right = folded(expr.left), folded(expr.right)
     if expr.op == "and":
         if left is False or right is False:
