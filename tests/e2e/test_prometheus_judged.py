@@ -40,6 +40,7 @@ from vtop.core.rules.loader import load_rules
 from vtop.core.session.diagnose import DiagnoseOptions, diagnose_fleet
 from vtop.core.session.session import Session
 from vtop.text.report import fleet_json_report
+from vtop.ui.actions import DashboardActions, Ui
 
 REPLICAS = 1000
 """Healthy replicas in the farm (half in another settings group); two more are incidents."""
@@ -144,8 +145,8 @@ def direct_report(urls: list[str], window_s: float) -> dict[str, Any]:
     return fleet_json_report(diagnose_fleet(frames, load_rules(), DiagnoseOptions()))
 
 
-async def first_tick(url: str) -> dict[str, list[str]]:
-    """The dashboard's feed judged in Prometheus: the findings of its first tick."""
+async def first_tick(url: str) -> Session:
+    """The dashboard's feed judged in Prometheus: its session after the first tick."""
     rules = load_rules()
     reader = judged_reader(FleetJudge(rules, SCRAPE_S), SCRAPE_S)
     client = PrometheusClient(url, ScrapeOptions(timeout_s=60))
@@ -156,11 +157,31 @@ async def first_tick(url: str) -> dict[str, list[str]]:
             session.ingest(frame)
     finally:
         await feed.close()
+    return session
+
+
+def findings_of(session: Session) -> dict[str, list[str]]:
+    """The findings (rule ids, sorted) of each server that has some."""
     return {
         target: sorted(f.rule.id for f in view.triage.findings)
         for target, view in session.targets.items()
         if view.triage is not None and view.triage.findings
     }
+
+
+def report_on_d(url: str, session: Session, target: str) -> str:
+    """What the dashboard's `d` shows for a server judged in Prometheus (the app's means of
+    showing text stood in for: its worker run at once)."""
+    shown: list[str] = []
+
+    async def never(title: str, body: str) -> bool:
+        return False
+
+    ui = Ui(never, lambda _, body: shown.append(body), lambda _: None, lambda work, _: work())
+    settings = load_settings({"prometheus": url, "prometheus_judge": "prometheus"}, env={})
+    actions = DashboardActions(settings, open_feed(settings), None, True, ui)
+    actions.diagnosis(session, session.target(target))
+    return "\n".join(shown)
 
 
 def test_a_thousand_replicas_judged_in_prometheus_as_a_direct_scrape_judges_them(
@@ -200,7 +221,8 @@ def test_a_thousand_replicas_judged_in_prometheus_as_a_direct_scrape_judges_them
         argv = ["diagnose", "--prometheus", url, "--since", since, "--step", f"{SCRAPE_S}s"]
         judged_code = main([*argv, "--judge", "prometheus", "--timeout", "60", "--json"])
         judged = json.loads(capsys.readouterr().out)
-        ticked = asyncio.run(first_tick(url))
+        session = asyncio.run(first_tick(url))
+        on_d = report_on_d(url, session, name(storm))
 
     judged_found = findings_by_server(judged)
     assert judged["judged_in"] == "prometheus"
@@ -230,6 +252,9 @@ def test_a_thousand_replicas_judged_in_prometheus_as_a_direct_scrape_judges_them
     assert storm_report["primary"]["evidence"]["preemptions_per_s"] > 0  # the drill-down's
     # the feed's first tick: what Prometheus judged, held over the minute it read (the GPU
     # rules are vtop's own, on what the feed has seen: one tick)
+    ticked = findings_of(session)
     assert {t: found for t, found in ticked.items() if t not in gpu_pods} == {
         t: found for t, found in judged_found.items() if found and t not in gpu_pods
     }
+    # `d` on the storm: its raw series pulled from Prometheus, judged here, with the evidence
+    assert "preemptions/s with the KV cache" in on_d and "--max-num-seqs" in on_d, on_d

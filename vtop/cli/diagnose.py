@@ -35,6 +35,7 @@ from vtop.core.ingest.sources.prometheus import PrometheusError, past_window
 from vtop.core.ingest.sources.prometheus_judged import judged_past_window
 from vtop.core.ingest.sources.vllm_http import ScrapeOptions
 from vtop.core.ingest.window import window_frames
+from vtop.core.ops.drill_down import evidence_of
 from vtop.core.ops.process_evidence import with_process_evidence
 from vtop.core.ops.rank import primary_predictions
 from vtop.core.rules.judge import FleetJudge
@@ -268,5 +269,5 @@ def judged_in_prometheus(
     worst = needing_evidence(fleet)
     if not worst:
         return fleet
-    raw = asyncio.run(past_window(url, since, step, scraping, now, worst))
-    return with_evidence(fleet, diagnose_fleet(raw, rules, options))
+    detailed = asyncio.run(evidence_of(url, worst, (since, step, now), scraping, rules, options))
+    return with_evidence(fleet, detailed)

@@ -22,13 +22,16 @@ from vtop.core.forensics.look import look_at
 from vtop.core.frame import Event, EventKind, Frame
 from vtop.core.ingest.bundle import BundleContents, write_bundle
 from vtop.core.ingest.feeds import Feed
+from vtop.core.ingest.open_feed import scrape_options
+from vtop.core.ingest.sources.prometheus import PrometheusError
 from vtop.core.manage.audit import audit
 from vtop.core.manage.flag_edits import apply_change, argv_diff
 from vtop.core.manage.process import ProcessError
 from vtop.core.managed_server import ManagedServer, state_dir
+from vtop.core.ops.drill_down import DRILL_WINDOW_S, evidence_for, evidence_of
 from vtop.core.ops.process_evidence import stack_collectors
 from vtop.core.rules.engine import Finding, ProposedChange
-from vtop.core.session.diagnose import diagnosis
+from vtop.core.session.diagnose import Diagnosis, diagnosis
 from vtop.core.session.recent import expand
 from vtop.core.session.session import Session, TargetView, short_key
 from vtop.text.report import json_report, text_report
@@ -110,13 +113,36 @@ class DashboardActions:
         self.ui.show(title, self.explanation(session, target, finding))
 
     def diagnosis(self, session: Session, target: TargetView | None) -> None:
-        """`d`: the `vtop diagnose` report of the target on screen, from the same function."""
+        """`d`: the `vtop diagnose` report of the target on screen, from the same function;
+        judged in Prometheus, of its raw series pulled for the last minutes (off the event
+        loop), so its findings come with their evidence and flag changes."""
         if target is None:
             self.ui.notify("no data yet")
             return
-        self.ui.show(
-            f"diagnosis of {target.target}", text_report(diagnosis(session, target.target))
-        )
+        name = target.target
+        if self.settings.prometheus is None or not self.settings.findings_from_prometheus:
+            self.ui.show(f"diagnosis of {name}", text_report(diagnosis(session, name)))
+            return
+        self.ui.notify(f"reading {name}'s raw series from Prometheus for its evidence")
+        judged = diagnosis(session, name)
+        self.ui.in_thread(lambda: self._drilled(session, name, judged), "diagnosis")
+
+    def _drilled(self, session: Session, name: str, judged: Diagnosis) -> None:
+        """The target judged here on its raw series; the judged report when it has none."""
+        assert self.settings.prometheus is not None
+        window = (DRILL_WINDOW_S, max(self.settings.interval_s, 1.0), self.clock())
+        scraping = scrape_options(self.settings)
+        rules, options = session.engine.rules, session.options
+        try:
+            fleet = asyncio.run(
+                evidence_of(self.settings.prometheus, [name], window, scraping, rules, options)
+            )
+        except PrometheusError as error:
+            self.ui.show(f"diagnosis of {name}", f"{text_report(judged)}\n\n(no evidence: {error})")
+            return
+        found = evidence_for(fleet, name)
+        shown = text_report(found if found is not None else judged)
+        self.ui.show(f"diagnosis of {name}", shown)
 
     def alternatives(
         self, session: Session, target: TargetView, finding: Finding

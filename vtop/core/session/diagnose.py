@@ -13,6 +13,7 @@ from vtop.core.forensics.last_words import LastWords
 from vtop.core.forensics.processes import NotVisible
 from vtop.core.frame import Frame, InFlightRequest, ScrapeStatus, TargetScrape
 from vtop.core.ingest.quality import Defect
+from vtop.core.ingest.sources.prometheus import instance_of
 from vtop.core.rules.engine import Engine, Triage, Unchecked
 from vtop.core.rules.rule import Rule
 from vtop.core.session.fleet_verdicts import GroupVerdict, group_verdicts, worst_first
@@ -308,12 +309,24 @@ def needing_evidence(fleet: FleetDiagnosis) -> list[str]:
     return [d.target for d in troubled[:EVIDENCE_SERVERS]]
 
 
+def evidence_by_target(detailed: FleetDiagnosis) -> dict[str, Diagnosis]:
+    """A drill-down's diagnoses with data, by the instance they are of (a fleet names a target
+    `job/instance` where an instance is reused, a drill-down of a few by its instance)."""
+    return {instance_of(d.target): d for d in detailed.servers if d.triage is not None}
+
+
 def with_evidence(fleet: FleetDiagnosis, detailed: FleetDiagnosis) -> FleetDiagnosis:
     """The fleet judged in Prometheus with the servers judged here on their raw series (the
     same rules, now with evidence) in place of their judged diagnoses."""
-    by_target = {d.target: d for d in detailed.servers if d.triage is not None}
-    servers = [by_target.get(d.target, d) for d in fleet.servers]
-    return dataclasses.replace(fleet, servers=servers, evidence_of=tuple(sorted(by_target)))
+    found = evidence_by_target(detailed)
+    servers = [
+        dataclasses.replace(found[instance_of(d.target)], target=d.target)
+        if instance_of(d.target) in found
+        else d
+        for d in fleet.servers
+    ]
+    drilled = tuple(sorted(d.target for d in fleet.servers if instance_of(d.target) in found))
+    return dataclasses.replace(fleet, servers=servers, evidence_of=drilled)
 
 
 def with_short_windows(

@@ -47,7 +47,9 @@ HEADLINE_SELECTOR = (
 restarts and `up`..."""
 ALERTS_SELECTOR = 'ALERTS{alertname=~"Vllm.+", alertstate="firing"}'
 """...and the alerts Prometheus fires for the exported rules (the triage, done there)."""
-ALERTS_QUERY = f"{HEADLINE_SELECTOR} or {ALERTS_SELECTOR}"
+DCGM_SELECTOR = f'{{__name__=~"{dcgm.SELECTOR}"}}'
+"""dcgm-exporter's GPU fields: vtop judges the GPU rules itself (no Prometheus can)."""
+ALERTS_QUERY = f"{HEADLINE_SELECTOR} or {ALERTS_SELECTOR} or {DCGM_SELECTOR}"
 KNOWN_SERVERS = (
     "group by (job, instance) (last_over_time("
     '{__name__=~"vllm:num_requests_running|ray_vllm[:_]num_requests_running"}[1h]))'
@@ -219,6 +221,11 @@ def names_of(pairs: set[tuple[str, str]]) -> dict[tuple[str, str], str]:
         (job, instance): instance if instances[instance] == 1 else f"{job}/{instance}"
         for job, instance in pairs
     }
+
+
+def instance_of(target: str) -> str:
+    """The instance label of a target name (`job/instance` when an instance is reused)."""
+    return target.rsplit("/", 1)[-1]
 
 
 SeriesCache = dict[tuple[tuple[str, str], ...], Series]
@@ -400,7 +407,7 @@ def raw_selector(instances: Sequence[str] | None) -> str:
         return VLLM_SELECTOR
     pattern = "|".join(sorted(re.escape(i).replace("\\", "\\\\") for i in instances))
     own = VLLM_SELECTOR[:-1] + f', instance=~"{pattern}"}}'
-    return f'{own} or {{__name__=~"{dcgm.SELECTOR}"}}'
+    return f"{own} or {DCGM_SELECTOR}"
 
 
 def frames_of(points: list[Point], types: dict[str, str]) -> list[Frame]:
