@@ -88,15 +88,29 @@ def server_settings(points: Iterable[Point]) -> dict[str, dict[str, float]]:
     return found
 
 
+MOST_GROUPS = 8
+"""Settings groups queried a tick at most: servers whose settings differ (a KV pool sized by
+each GPU's free memory) would otherwise cost a query each."""
+
+
 def settings_groups(
     instances: Iterable[str], settings: Mapping[str, Mapping[str, float]]
 ) -> dict[frozenset[tuple[str, float]], list[str]]:
-    """The servers by the settings they share (a server reporting none has none known)."""
+    """The servers by the settings they share (a server reporting none has none known). Past
+    MOST_GROUPS groups, the smallest are judged as one group on the settings they all share:
+    a rule needing one in which they differ is not judged for them in Prometheus."""
     groups: dict[frozenset[tuple[str, float]], list[str]] = {}
     for instance in sorted(set(instances)):
         key = frozenset(settings.get(instance, {}).items())
         groups.setdefault(key, []).append(instance)
-    return groups
+    if len(groups) <= MOST_GROUPS:
+        return groups
+    largest = sorted(groups.items(), key=lambda group: (-len(group[1]), sorted(group[0])))
+    kept = dict(largest[: MOST_GROUPS - 1])
+    rest = largest[MOST_GROUPS - 1 :]
+    shared = frozenset.intersection(*(key for key, _ in rest))
+    kept[shared] = sorted(kept.get(shared, []) + [i for _, members in rest for i in members])
+    return kept
 
 
 def judged_queries(judge: Judge, instances: Iterable[str], base: list[Point]) -> list[str]:

@@ -14,6 +14,7 @@ from vtop.core.config.settings import (
 )
 from vtop.core.ingest.sources.prometheus import Point
 from vtop.core.ingest.sources.prometheus_judged import (
+    MOST_GROUPS,
     alert_points,
     judged_queries,
     server_settings,
@@ -85,3 +86,13 @@ def test_judged_in_prometheus_a_tick_is_at_least_five_seconds() -> None:
     assert not raw.findings_from_prometheus and raw.interval_s == 1.0
     unreachable = {"prometheus": "http://127.0.0.1:9", "timeout_s": 1.0}
     assert resolved(load_settings(unreachable, env={})).prometheus_judge == "vtop"  # auto
+
+
+def test_servers_of_many_settings_cost_a_bounded_number_of_queries() -> None:
+    tokens = [str(16_000 + 16 * i) for i in range(3 * MOST_GROUPS)]  # a pool per GPU's memory
+    base = [info(f"s{i}:1", t) for i, t in enumerate(tokens)]
+    groups = settings_groups([f"s{i}:1" for i in range(len(tokens))], server_settings(base))
+    assert len(groups) == MOST_GROUPS
+    assert sum(len(members) for members in groups.values()) == len(tokens)
+    shared = dict(max(groups.items(), key=lambda group: len(group[1]))[0])
+    assert "kv_capacity_tokens" not in shared and shared["block_size"] == 16  # what they share
