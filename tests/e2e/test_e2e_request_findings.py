@@ -19,16 +19,19 @@ import pytest
 from tests.support.scenarios import LIGHT, SEQ_LIMITED, SMALL_BUDGET
 from tests.support.vllm_harness.server import ServerPool, VllmServer
 from tests.support.vtop_cli import Ran, vtop
+from vtop.core.ingest.exposition import ExpositionParser
 
 pytestmark = pytest.mark.vllm
 
 WINDOW_S = 25.0
 WAITED_FACTOR = 3.0
 """The precondition: the short requests took at least this many times one alone."""
-CULPRITS_FIRST_S = 0.1
-"""The culprits go this much ahead of the victims: in the engine before them, long before
-they are done (a 400-token generation takes about a second here, 3,600 prompt tokens at 64
-a step several dozen steps)."""
+IN_ENGINE_WITHIN_S = 10.0
+"""The victims go once the engine has every culprit (running, waiting or done: a 400-token
+generation takes about a second here, 3,600 prompt tokens at 64 a step several dozen steps);
+a fixed head start was not enough on a busy 2-core host, where the culprits' own request for
+the model's name could come after the victims'."""
+POLL_S = 0.02
 
 
 def tokens(count: int, offset: int = 0) -> list[int]:
@@ -80,11 +83,42 @@ async def diagnose_during(
     command = asyncio.create_task(asyncio.to_thread(vtop, *argv, timeout_s=WINDOW_S + 90))
     await asyncio.sleep(3.0)  # the receiver listens and the window has begun
     async with httpx.AsyncClient(timeout=120) as client:
+        finished = await engine_counts(client, server)
         held = [asyncio.create_task(complete(client, server, *c)) for c in culprits]
-        await asyncio.sleep(CULPRITS_FIRST_S)
+        await until_in_engine(client, server, len(culprits), finished["done"])
         waited = await asyncio.gather(*(complete(client, server, *v) for v in victims))
         await asyncio.gather(*held)
     return await command, list(waited)
+
+
+async def engine_counts(client: httpx.AsyncClient, server: VllmServer) -> dict[str, float]:
+    """The engine's running and waiting requests now, and those it has finished."""
+    text = (await client.get(server.url + "/metrics")).text
+    counts = {"running": 0.0, "waiting": 0.0, "done": 0.0}
+    names = {
+        "vllm:num_requests_running": "running",
+        "vllm:num_requests_waiting": "waiting",
+        "vllm:request_success_total": "done",
+    }
+    for sample in ExpositionParser().parse(text).samples:
+        if sample.series.name in names:
+            counts[names[sample.series.name]] += sample.value
+    return counts
+
+
+async def until_in_engine(
+    client: httpx.AsyncClient, server: VllmServer, count: int, done_before: float
+) -> None:
+    """Wait until the engine holds (or has finished) `count` more requests; fail with the
+    figures when it does not within IN_ENGINE_WITHIN_S."""
+    deadline = time.monotonic() + IN_ENGINE_WITHIN_S
+    while True:
+        now = await engine_counts(client, server)
+        inside = now["running"] + now["waiting"] + now["done"] - done_before
+        if inside >= count:
+            return
+        assert time.monotonic() < deadline, f"the culprits never reached the engine: {now}"
+        await asyncio.sleep(POLL_S)
 
 
 def the_finding(ran: Ran, kind: str) -> dict[str, Any]:
