@@ -145,8 +145,9 @@ def direct_report(urls: list[str], window_s: float) -> dict[str, Any]:
     return fleet_json_report(diagnose_fleet(frames, load_rules(), DiagnoseOptions()))
 
 
-async def first_tick(url: str) -> Session:
-    """The dashboard's feed judged in Prometheus: its session after the first tick."""
+async def first_ticks(url: str, on_screen: str) -> tuple[Session, dict[str, set[str]]]:
+    """The dashboard's feed judged in Prometheus: its session after the first tick, and the
+    series names of each server in the second, with `on_screen` on screen."""
     rules = load_rules()
     reader = judged_reader(FleetJudge(rules, SCRAPE_S), SCRAPE_S)
     client = PrometheusClient(url, ScrapeOptions(timeout_s=60))
@@ -155,9 +156,12 @@ async def first_tick(url: str) -> Session:
     try:
         for frame in await feed.frames(time.time()):
             session.ingest(frame)
+        feed.focus(on_screen)
+        [second] = await feed.frames(time.time())
     finally:
         await feed.close()
-    return session
+    names = {s.target: {sample.series.name for sample in s.samples} for s in second.scrapes}
+    return session, names
 
 
 def findings_of(session: Session) -> dict[str, list[str]]:
@@ -221,7 +225,7 @@ def test_a_thousand_replicas_judged_in_prometheus_as_a_direct_scrape_judges_them
         argv = ["diagnose", "--prometheus", url, "--since", since, "--step", f"{SCRAPE_S}s"]
         judged_code = main([*argv, "--judge", "prometheus", "--timeout", "60", "--json"])
         judged = json.loads(capsys.readouterr().out)
-        session = asyncio.run(first_tick(url))
+        session, second = asyncio.run(first_ticks(url, name(storm)))
         on_d = report_on_d(url, session, name(storm))
 
     judged_found = findings_by_server(judged)
@@ -258,3 +262,6 @@ def test_a_thousand_replicas_judged_in_prometheus_as_a_direct_scrape_judges_them
     }
     # `d` on the storm: its raw series pulled from Prometheus, judged here, with the evidence
     assert "preemptions/s with the KV cache" in on_d and "--max-num-seqs" in on_d, on_d
+    # the server on screen is read whole, the others by their headline series
+    whole = "vllm:request_prompt_tokens_sum"
+    assert whole in second[name(storm)] and whole not in second[name(frozen)], second[name(storm)]

@@ -170,6 +170,7 @@ class VtopApp(App[int]):
         """Ask the feed for frames unless a poll is still running."""
         if not self._polling:
             self._polling = True
+            self.feed.focus(self.target.target if self.target is not None else None)
             self.run_worker(self._poll(), group="poll", exit_on_error=False)
 
     async def _poll(self) -> None:

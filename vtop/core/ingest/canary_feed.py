@@ -53,6 +53,9 @@ class CanaryFeed:
         """Nothing to control: the canaries run to their count."""
         return Moved(UNAVAILABLE, changed=False)
 
+    def focus(self, target: str | None) -> None:
+        """The canaries go through the front door whatever is on screen."""
+
     def follow(self, server: ManagedServer) -> None:
         """Nothing to follow."""
 

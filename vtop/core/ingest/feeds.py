@@ -58,6 +58,8 @@ class Feed(Protocol):
 
     def follow(self, server: ManagedServer) -> None: ...
 
+    def focus(self, target: str | None) -> None: ...
+
     def note(self, event: Event) -> None: ...
 
     async def close(self) -> None: ...
@@ -194,6 +196,9 @@ class LiveFeed:
         it on the charts and a recording keeps it."""
         self._noted.append(event)
 
+    def focus(self, target: str | None) -> None:
+        """Every endpoint is read whole: nothing changes with the one on screen."""
+
     def follow(self, server: ManagedServer) -> None:
         """Watch a restarted server (same URL and log, new pid)."""
         self.server, self._exit_reported = server, False
@@ -328,6 +333,9 @@ class ReplayFeed:
         first = self.recorded[0].timestamp
         return sum(1 for f in self.recorded if f.timestamp - first <= offset_s)
 
+    def focus(self, target: str | None) -> None:
+        """A recording holds what it holds."""
+
     def follow(self, server: ManagedServer) -> None:
         """A recording follows no server."""
 
@@ -365,6 +373,10 @@ class RecordingFeed:
     def control(self, action: Control, amount: float = 0.0) -> Moved:
         """The inner feed's controls."""
         return self.inner.control(action, amount)
+
+    def focus(self, target: str | None) -> None:
+        """The inner feed hears which server is on screen."""
+        self.inner.focus(target)
 
     def follow(self, server: ManagedServer) -> None:
         """The inner feed follows the restarted server."""

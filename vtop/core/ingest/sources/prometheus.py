@@ -302,8 +302,9 @@ def _scrape(name: str, samples: list[Sample], down: bool, types: dict[str, str])
     return TargetScrape(name, ScrapeStatus.OK, samples=tuple(samples), metric_types=metric_types)
 
 
-Reader = Callable[[PrometheusClient, float], Awaitable[list[Point]]]
-"""A tick's read of Prometheus other than the raw or alerts query (the fleet judged there)."""
+Reader = Callable[[PrometheusClient, float, str | None], Awaitable[list[Point]]]
+"""A tick's read of Prometheus other than the raw or alerts query (the fleet judged there),
+told which server is on screen (None: the fleet table)."""
 
 
 class PrometheusFeed:
@@ -322,6 +323,8 @@ class PrometheusFeed:
         """Read the firing alerts and the headline series, not every raw series."""
         self.reader = reader
         """Read each tick this way instead (the rules judged in Prometheus)."""
+        self.focused: str | None = None
+        """The server on screen: a reader of less than every raw series reads its whole."""
         self._series: SeriesCache = {}
         self.paused = False
         self.names: dict[tuple[str, str], str] = {}
@@ -333,7 +336,7 @@ class PrometheusFeed:
         """The servers' latest values as one frame (an event when Prometheus fails)."""
         try:
             if self.reader is not None:
-                points = await self.reader(self.client, now)
+                points = await self.reader(self.client, now, self.focused)
             else:
                 query = ALERTS_QUERY if self.alerts else VLLM_SELECTOR
                 points = await self.client.query(query, now)
@@ -375,6 +378,10 @@ class PrometheusFeed:
             self.interval = next_step(INTERVAL_STEPS, self.interval, action is Control.SLOWER)
             return Moved(f"querying every {self.interval:g} s")
         return Moved(UNAVAILABLE, changed=False)
+
+    def focus(self, target: str | None) -> None:
+        """The server on screen (judged in Prometheus, its raw series are read too)."""
+        self.focused = target
 
     def follow(self, server: ManagedServer) -> None:
         """Prometheus follows no managed server."""

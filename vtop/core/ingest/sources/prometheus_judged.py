@@ -26,6 +26,8 @@ from vtop.core.ingest.sources.prometheus import (
     PrometheusError,
     Reader,
     frames_of,
+    instance_of,
+    raw_selector,
 )
 from vtop.core.ingest.sources.vllm_http import ScrapeOptions
 
@@ -126,9 +128,14 @@ def judged_queries(judge: Judge, instances: Iterable[str], base: list[Point]) ->
     return queries + ([fleet] if fleet is not None else [])
 
 
-async def judged_tick(client: PrometheusClient, judge: Judge, now: float) -> list[Point]:
-    """The headline series at `now` and the alerts of what the judge's queries find."""
+async def judged_tick(
+    client: PrometheusClient, judge: Judge, now: float, focus: str | None = None
+) -> list[Point]:
+    """The headline series at `now` (every raw series of the server on screen, `focus`) and
+    the alerts of what the judge's queries find."""
     base = await client.query(JUDGED_SELECTOR, now)
+    if focus is not None:
+        base = with_raw(base, await client.query(raw_selector([instance_of(focus)]), now))
     if _routed(base):
         base += await client.query(ENGINE_LATENCY_SELECTOR, now)
     instances = {p.labels.get("instance", "") for p in base if "instance" in p.labels}
@@ -163,6 +170,13 @@ async def judged_window(
     return base + alerts
 
 
+def with_raw(base: list[Point], raw: list[Point]) -> list[Point]:
+    """The headline points with a server's raw ones added (each series once)."""
+    merged = {tuple(sorted(p.labels.items())): p for p in base}
+    merged.update({tuple(sorted(p.labels.items())): p for p in raw})
+    return list(merged.values())
+
+
 def alert_points(alerts: list[tuple[dict[str, str], float]], at: float) -> list[Point]:
     """ALERTS samples (value 1) of the given label sets, and ALERTS_FOR_STATE samples (when
     each began to hold), as Prometheus writes them for a firing alert."""
@@ -181,13 +195,14 @@ SEED_STEP_S = 5.0
 
 def judged_reader(judge: Judge, interval_s: float) -> Reader:
     """The feed's read of a tick with the rules judged in Prometheus by `judge`; the first
-    tick reads the last minute too, so a condition that held through it is a finding at once."""
+    tick reads the last minute too, so a condition that held through it is a finding at once;
+    the server on screen is read whole (its charts and figures)."""
     seeded = False
 
-    async def read(client: PrometheusClient, now: float) -> list[Point]:
+    async def read(client: PrometheusClient, now: float, focus: str | None) -> list[Point]:
         nonlocal seeded
         if seeded:
-            return await judged_tick(client, judge, now)
+            return await judged_tick(client, judge, now, focus)
         step = max(interval_s, SEED_STEP_S)
         points = await judged_window(client, judge, now - SEED_S, now, step)
         seeded = True
