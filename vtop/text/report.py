@@ -382,8 +382,9 @@ def fleet_text_report(fleet: FleetDiagnosis) -> str:
     for router in fleet.routers:
         lines += router_lines(router)
     healthy = [d for d in servers if d.verdict is Status.OK] if fleet.judged_in_prometheus else []
+    listed = {d.target for d in healthy}
     for diagnosis in worst_first(servers):
-        if diagnosis not in healthy:
+        if diagnosis.target not in listed:
             lines += ["", text_report(diagnosis)]
     if healthy:
         named = ", ".join(d.target for d in healthy[:OK_NAMED])

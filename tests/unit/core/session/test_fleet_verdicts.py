@@ -3,9 +3,12 @@ up, the worst replica first and what it has; in the fleet report's text and JSON
 
 from __future__ import annotations
 
+import dataclasses
+
 from tests.support.frames import frame_from_texts
 from tests.support.payloads import fixture
 from tests.support.storm import CACHE_LABELS, STORM_TICK
+from tests.support.storm_server import healthy_body
 from vtop.core.config.effective_config import DiagnoseOptions
 from vtop.core.frame import Frame, ScrapeStatus, TargetScrape
 from vtop.core.rules.loader import load_rules
@@ -69,3 +72,25 @@ def test_a_fleet_without_namespaces_is_grouped_by_model_only() -> None:
     assert {g.key for g in judged.groups} == {"model"}, judged.groups
     [model] = judged.groups
     assert model.replicas == 2 and model.value != "(none)", model
+
+
+def test_a_fleet_judged_in_prometheus_says_so_and_lists_the_healthy_on_one_line() -> None:
+    frames = []
+    for t in range(20):
+        stormy = STORM_TICK.format(
+            p=3 * t, g=300 * t, n=t, ps=96 * t, gs=300 * t, cache_labels=CACHE_LABELS
+        )
+        texts = {STORMY: stormy, CALM: healthy_body(t + 1.0).decode()}
+        frames.append(frame_from_texts(float(t), texts))
+    found = diagnose_fleet(frames, load_rules(), DiagnoseOptions(15.0, read_gpus=False))
+    assert [d.verdict for d in found.servers if d.target == CALM] == ["ok"], found.servers
+    judged = dataclasses.replace(found, judged_in_prometheus=True, evidence_of=(STORMY,))
+    text = fleet_text_report(judged)
+    assert text.splitlines()[1].startswith("judged in Prometheus:"), text
+    assert f"(raw series judged here): {STORMY}" in text, text
+    assert f"vtop diagnose {STORMY}" in text and f"vtop diagnose {CALM}" not in text, text
+    assert f"OK (1 servers, no finding): {CALM}" in text, text
+    report = fleet_json_report(judged)
+    assert report["judged_in"] == "prometheus" and report["evidence_of"] == [STORMY]
+    assert {s["target"] for s in report["servers"]} == {STORMY, CALM}  # JSON lists every one
+    assert fleet_json_report(found)["judged_in"] == "vtop"
