@@ -50,7 +50,7 @@ def _triaged(
         since = _since(store, alert, now)
         fires = f"Prometheus fires {alert.label('alertname')}"
         text = (
-            f"judged in Prometheus: {rule.title} (the evidence: `vtop diagnose` of this server)"
+            f"judged in Prometheus: {rule.title} (its evidence: `d` on this server in vtop)"
             if alert.label(JUDGED_LABEL)
             else f"{fires}: {rule.title} (the evidence is there)"
         )

@@ -19,7 +19,7 @@ from vtop.core.ingest.sources.prometheus import (
     scrapes_from,
 )
 from vtop.core.ingest.sources.vllm_http import ScrapeOptions
-from vtop.core.rules.alerts import merged, vtop_made_rules
+from vtop.core.rules.alerts import JUDGED_LABEL, merged, vtop_made_rules
 from vtop.core.rules.engine import Finding, Triage
 from vtop.core.rules.loader import load_rules
 from vtop.core.session.diagnose import DiagnoseOptions
@@ -134,3 +134,19 @@ def test_the_gpu_rules_are_vtops_own_beside_the_alerts() -> None:
     assert sorted(f.rule.id for f in together.findings) == ["G1", "M1"]
     storm = next(f for f in together.findings if f.rule.id == "M1")
     assert [s.rule.id for s in storm.symptoms] == ["Q1"]
+
+
+def test_a_finding_judged_in_prometheus_says_so_and_dates_from_its_start() -> None:
+    names = names_of({("vllm", STORMY), ("vllm", QUIET)})
+    session = Session(load_rules(), DiagnoseOptions(), alerts=True)
+    for at in (10.0, 11.0):
+        found = points(at, {})
+        alert = {"instance": STORMY, "alertname": "VllmPreemptionStorm", "rule_id": "M1"}
+        alert |= {JUDGED_LABEL: "1"}
+        found.append(Point({"__name__": "ALERTS", "alertstate": "firing", **alert}, at, 1.0))
+        found.append(Point({"__name__": "ALERTS_FOR_STATE", **alert}, at, 4.0))
+        session.ingest(Frame(at, scrapes_from(found, names, {})))
+    triage = session.target(STORMY).triage
+    assert triage is not None and triage.primary is not None
+    assert triage.primary.diagnosis.startswith("judged in Prometheus: preemption storm")
+    assert triage.primary.since == 4.0  # its ALERTS_FOR_STATE, not when vtop first saw it
