@@ -15,7 +15,7 @@ the raw series of that server (a drill-down).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from vtop.core.frame import Labels
@@ -61,14 +61,10 @@ class FleetJudge:
         self._queries: dict[frozenset[tuple[str, float]], tuple[str | None, frozenset[str]]] = {}
         self._holds = Holds(self)
 
-    def target_query(
-        self, settings: Mapping[str, float], only: Sequence[str] | None = None
-    ) -> str | None:
+    def target_query(self, settings: Mapping[str, float]) -> str | None:
         """Every per-server rule's condition Prometheus can evaluate with these settings,
-        tagged by rule id and joined with `or` (None: none can be); answered only for the
-        `only` servers when given (a group of the fleet sharing these settings)."""
-        query = self._target(settings)[0]
-        return restricted(query, only) if query is not None and only is not None else query
+        tagged by rule id and joined with `or` (None: none can be)."""
+        return self._target(settings)[0]
 
     def judged_ids(self, settings: Mapping[str, float]) -> frozenset[str]:
         """The per-server rules judged in Prometheus with these settings (the rest read a
@@ -234,20 +230,6 @@ def joined(tagged: Mapping[str, Expr]) -> str | None:
     return " or ".join(parts) if parts else None
 
 
-def restricted(query: str, instances: Iterable[str]) -> str:
-    """The query's answers for these servers only (a group sharing settings), matched on the
-    instance label of a series every scraped target has."""
-    pattern = "|".join(sorted(_regex_escaped(i) for i in instances))
-    return f'({query}) and on ({INSTANCE}) up{{{INSTANCE}=~"{pattern}"}}'
-
-
-def _regex_escaped(text: str) -> str:
-    r"""A literal for an RE2 pattern inside a PromQL string (`\.`, written `\\.`)."""
-    special = set(".^$*+?()[]{}|\\")
-    escaped = "".join("\\" + c if c in special else c for c in text)
-    return escaped.replace("\\", "\\\\").replace('"', '\\"')
-
-
 @dataclass
 class Holds:
     """Since when each (server, rule, labels) has held, and what that makes a finding."""
@@ -325,5 +307,4 @@ __all__ = [
     "held_from",
     "joined",
     "judged_condition",
-    "restricted",
 ]

@@ -8,7 +8,7 @@ import pytest
 from vtop.core.rules.export import ExportOptions
 from vtop.core.rules.judge import RULE_LABEL, FleetJudge, Held, folded, judged_condition
 from vtop.core.rules.loader import load_rules
-from vtop.core.rules.promql.ast import Binary, selectors
+from vtop.core.rules.promql.ast import Binary
 from vtop.core.rules.promql.parser import parse
 from vtop.core.rules.promql.printer import to_text
 from vtop.core.rules.rule import Rule
@@ -60,14 +60,6 @@ def test_the_query_tags_each_judged_rule_and_reads_no_vtop_series(rules: dict[st
         assert (f'"{RULE_LABEL}", "{rule_id}"' in query) != ruled_out, rule_id
     assert not any(prefix in query for prefix in ("vtop:", "nvml:", "probe:", "lora:"))
     assert len(judge.judged_ids({})) < len(judged)  # fewer without the settings
-
-
-def test_a_group_of_several_is_answered_for_its_own_servers(rules: dict[str, Rule]) -> None:
-    judge = FleetJudge(list(rules.values()))
-    query = judge.target_query(SETTINGS, ["10.0.0.1:8000", "pod.ns.svc:8000"])
-    assert query is not None
-    [up] = selectors(parse(query.rsplit("and on (instance) ", 1)[1]))
-    assert up.name == "up" and up.matchers[0].value == r"10\.0\.0\.1:8000|pod\.ns\.svc:8000"
 
 
 def test_a_finding_needs_its_for_and_is_dated_from_its_start(rules: dict[str, Rule]) -> None:

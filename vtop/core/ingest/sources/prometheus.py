@@ -412,9 +412,15 @@ def raw_selector(instances: Sequence[str] | None) -> str:
     dcgm-exporter reports, whose instance is the exporter's: joined to the servers by pod)."""
     if instances is None:
         return VLLM_SELECTOR
-    pattern = "|".join(sorted(re.escape(i).replace("\\", "\\\\") for i in instances))
-    own = VLLM_SELECTOR[:-1] + f', instance=~"{pattern}"}}'
+    own = VLLM_SELECTOR[:-1] + f", {of_instances(instances)}}}"
     return f"{own} or {DCGM_SELECTOR}"
+
+
+def of_instances(instances: Iterable[str]) -> str:
+    """The matcher of these instances: `instance=~"10\\.0\\.0\\.1:8000|..."` (each a literal
+    of an RE2 pattern, written as a PromQL string)."""
+    pattern = "|".join(sorted(re.escape(i).replace("\\", "\\\\") for i in instances))
+    return f'instance=~"{pattern}"'
 
 
 def frames_of(points: list[Point], types: dict[str, str]) -> list[Frame]:

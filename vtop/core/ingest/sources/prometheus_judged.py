@@ -11,7 +11,7 @@ shows them as the `--alerts` mode does, with no rule file loaded into Prometheus
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Protocol
 
 from vtop.core.catalog import ALERTS, ALERTS_FOR_STATE
@@ -27,6 +27,7 @@ from vtop.core.ingest.sources.prometheus import (
     Reader,
     frames_of,
     instance_of,
+    of_instances,
     raw_selector,
 )
 from vtop.core.ingest.sources.vllm_http import ScrapeOptions
@@ -54,11 +55,8 @@ def _routed(points: list[Point]) -> bool:
 class Judge(Protocol):
     """What writes the judged queries and turns their answers into firing alerts."""
 
-    def target_query(
-        self, settings: Mapping[str, float], only: Sequence[str] | None = None
-    ) -> str | None:
-        """The per-server conditions for servers with these settings, as one query (answered
-        for the `only` instances when given)."""
+    def target_query(self, settings: Mapping[str, float]) -> str | None:
+        """The per-server conditions for servers with these settings, as one query."""
         ...
 
     def fleet_query(self) -> str | None:
@@ -115,15 +113,21 @@ def settings_groups(
     return kept
 
 
+def restricted(query: str, instances: Iterable[str]) -> str:
+    """The query's answers for these servers only (a group sharing settings), matched on the
+    instance label of a series every scraped target has."""
+    return f"({query}) and on (instance) up{{{of_instances(instances)}}}"
+
+
 def judged_queries(judge: Judge, instances: Iterable[str], base: list[Point]) -> list[str]:
     """The queries of one evaluation: one per group of servers sharing settings (restricted to
     its servers when there are several groups) and one for the fleet rules."""
     groups = settings_groups(instances, server_settings(base))
     queries: list[str] = []
     for key, members in groups.items():
-        query = judge.target_query(dict(key), None if len(groups) == 1 else members)
+        query = judge.target_query(dict(key))
         if query is not None:
-            queries.append(query)
+            queries.append(query if len(groups) == 1 else restricted(query, members))
     fleet = judge.fleet_query()
     return queries + ([fleet] if fleet is not None else [])
 

@@ -17,11 +17,14 @@ from vtop.core.ingest.sources.prometheus_judged import (
     MOST_GROUPS,
     alert_points,
     judged_queries,
+    restricted,
     server_settings,
     settings_groups,
 )
 from vtop.core.rules.judge import FleetJudge
 from vtop.core.rules.loader import load_rules
+from vtop.core.rules.promql.ast import selectors
+from vtop.core.rules.promql.parser import parse
 
 
 def info(instance: str, tokens: str) -> Point:
@@ -55,6 +58,15 @@ def test_one_query_per_group_each_for_its_servers_and_one_for_the_fleet() -> Non
     assert len(split) == 3
     assert sum('up{instance=~"a:1"}' in q for q in split) == 1
     assert sum('up{instance=~"c:1"}' in q for q in split) == 1
+
+
+def test_a_group_of_several_is_answered_for_its_own_servers() -> None:
+    judge = FleetJudge(load_rules())
+    query = judge.target_query({"block_size": 16.0, "kv_capacity_tokens": 100_000.0})
+    assert query is not None
+    query = restricted(query, ["10.0.0.1:8000", "pod.ns.svc:8000"])
+    [up] = selectors(parse(query.rsplit("and on (instance) ", 1)[1]))
+    assert up.name == "up" and up.matchers[0].value == r"10\.0\.0\.1:8000|pod\.ns\.svc:8000"
 
 
 def test_alerts_come_with_their_for_state() -> None:
