@@ -12,7 +12,7 @@ import dataclasses
 from vtop.core.catalog import ALERTS, ALERTS_FOR_STATE
 from vtop.core.frame import Labels, Series
 from vtop.core.rules.engine import Finding, Triage, triage
-from vtop.core.rules.export import reads_vtop_made
+from vtop.core.rules.promql.printer import VTOP_MADE_PREFIXES, for_prometheus
 from vtop.core.rules.rule import Rule
 from vtop.core.store.store import Store
 
@@ -70,10 +70,15 @@ def _since(store: Store, alert: Series, now: float) -> float:
 
 
 def vtop_made_rules(rules: list[Rule]) -> list[Rule]:
-    """The per-server rules no Prometheus can evaluate: they read series vtop makes (the GPU
-    rules read `nvml:`, joined from dcgm-exporter's series). With the findings from
-    Prometheus, vtop still evaluates these itself."""
-    return [rule for rule in rules if rule.scope == "target" and reads_vtop_made(rule)]
+    """The per-server rules no Prometheus can evaluate any branch of: each reads a series vtop
+    makes (the GPU rules read `nvml:`, joined from dcgm-exporter's series). With the findings
+    from Prometheus, vtop still evaluates these itself; a rule with a branch Prometheus can
+    evaluate (F5) is judged there, never twice."""
+    return [
+        rule
+        for rule in rules
+        if rule.scope == "target" and for_prometheus(rule.expr, prefixes=VTOP_MADE_PREFIXES) is None
+    ]
 
 
 def merged(from_prometheus: Triage, here: Triage) -> Triage:

@@ -174,6 +174,12 @@ class Engine:
         context = Context(store, target, now, config, lazy=self.lazy, picks=self._kept(store))
         return self._evaluate(self._of_scope("target"), context)
 
+    def forget(self, target: str) -> None:
+        """Nothing of the target's conditions holds (their inputs are gone): what an
+        evaluation on no data would leave."""
+        for key in [key for key in self.active_since if key[0] == target]:
+            del self.active_since[key]
+
     def evaluate_fleet(self, store: Store, now: float) -> Triage:
         """The fleet-scope rules over every server in the store (findings keyed by instance)."""
         context = Context(store, FLEET, now, lazy=self.lazy, picks=self._kept(store))

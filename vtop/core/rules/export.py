@@ -180,13 +180,13 @@ def _conditions(
         rule_id: condition
         for rule_id, condition in conditions.items()
         if all(
-            other in conditions or reads_vtop_made(_by_id(rules)[other])
+            other in conditions or _reads_vtop_made(_by_id(rules)[other])
             for other in _by_id(rules)[rule_id].unless_found
         )
     }
 
 
-def reads_vtop_made(rule: Rule) -> bool:
+def _reads_vtop_made(rule: Rule) -> bool:
     """True when the rule's condition reads a series vtop makes itself."""
     return any(s.name.startswith(VTOP_MADE_PREFIXES) for s in selectors(rule.expr))
 

@@ -28,11 +28,12 @@ from vtop.core.ingest.excerpt import STARTUP_LINE
 from vtop.core.ingest.quality import Defect, QualityChecker
 from vtop.core.rules.alerts import alert_triage, fleet_alert_triage, merged, vtop_made_rules
 from vtop.core.rules.engine import Engine, Finding, Triage
+from vtop.core.rules.promql.printer import VTOP_MADE_PREFIXES
 from vtop.core.rules.promql.samples import LOOKBACK_S
 from vtop.core.rules.rule import Rule
 from vtop.core.session.history import SummaryHistory
 from vtop.core.session.recent import RecentFrames
-from vtop.core.store.store import DEFAULT_CAPACITY, Store
+from vtop.core.store.store import DEFAULT_CAPACITY, INSTANCE, Store
 from vtop.core.store.summary import (
     TargetSummary,
     merged_latency,
@@ -124,6 +125,13 @@ class Session:
         self.engine = Engine(rules)
         self.vtop_made = Engine(vtop_made_rules(rules)) if alerts else None
         """With the findings from Prometheus: the rules only vtop can evaluate (GPU series)."""
+        self._vtop_made_names = frozenset(
+            name
+            for rule in (self.vtop_made.rules if self.vtop_made else [])
+            for name in rule.names_read
+            if name.startswith(VTOP_MADE_PREFIXES)
+        )
+        """The series those rules need, one of which a server must have for them to run."""
         self.options = options
         self.history_points = store_capacity
         """Chart points kept per server: as many as the store keeps ticks."""
@@ -298,14 +306,23 @@ class Session:
         if self.alerts:
             triage = alert_triage(self.store, view.target, now, self.engine.rules)
             if self.vtop_made is not None:
-                pseudo = view.config.pseudo_metrics()
-                here = self.vtop_made.evaluate(self.store, view.target, now, pseudo)
-                triage = merged(triage, here)
+                triage = self._with_vtop_made(view, triage, now)
         else:
             pseudo = view.config.pseudo_metrics()
             triage = self.engine.evaluate(self.store, view.target, now, pseudo)
         self._mark_findings(view, triage, now)
         view.triage = triage
+
+    def _with_vtop_made(self, view: TargetView, triage: Triage, now: float) -> Triage:
+        """The findings from Prometheus and those of the rules only vtop evaluates (GPU), which
+        run only for a server with a series they read (most servers of a fleet have none)."""
+        assert self.vtop_made is not None
+        target = view.target
+        if not any(self.store.select(n, {INSTANCE: target}) for n in self._vtop_made_names):
+            self.vtop_made.forget(target)
+            return triage
+        pseudo = view.config.pseudo_metrics()
+        return merged(triage, self.vtop_made.evaluate(self.store, target, now, pseudo))
 
     def _check_quality(self, view: TargetView, scrape: TargetScrape, now: float) -> None:
         """Keep the scrape's data-quality defects; mark a kind when it first appears."""

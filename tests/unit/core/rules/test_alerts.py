@@ -21,6 +21,7 @@ from vtop.core.ingest.sources.prometheus import (
 from vtop.core.ingest.sources.vllm_http import ScrapeOptions
 from vtop.core.rules.alerts import JUDGED_LABEL, merged, vtop_made_rules
 from vtop.core.rules.engine import Finding, Triage
+from vtop.core.rules.judge import FleetJudge
 from vtop.core.rules.loader import load_rules
 from vtop.core.session.diagnose import DiagnoseOptions
 from vtop.core.session.session import Session
@@ -122,6 +123,8 @@ def test_the_gpu_rules_are_vtops_own_beside_the_alerts() -> None:
     rules = load_rules()
     made = {rule.id for rule in vtop_made_rules(rules)}
     assert {"G1", "G2", "M3"} <= made and not {"M1", "Q1", "B1"} & made
+    settings = {"block_size": 16.0, "kv_capacity_tokens": 1e5, "num_engines": 1.0}
+    assert not made & FleetJudge(rules).judged_ids(settings)  # never judged twice (F5)
     by_id = {rule.id: rule for rule in rules}
 
     def finding(rule_id: str, symptoms: tuple[Finding, ...] = ()) -> Finding:

@@ -95,22 +95,28 @@ def _binary(binary: Binary) -> str:
     return f"{_operand(binary.left)} {binary.op}{modifiers} {right}"
 
 
-def is_local(expr: Expr, local: frozenset[str] = frozenset()) -> bool:
+def is_local(
+    expr: Expr, local: frozenset[str] = frozenset(), prefixes: tuple[str, ...] = LOCAL_PREFIXES
+) -> bool:
     """True when the expression reads a series only vtop has (or a name listed in `local`)."""
-    return any(s.name.startswith(LOCAL_PREFIXES) or s.name in local for s in selectors(expr))
+    return any(s.name.startswith(prefixes) or s.name in local for s in selectors(expr))
 
 
-def for_prometheus(expr: Expr, local: frozenset[str] = frozenset()) -> Expr | None:
-    """The condition without `or` branches only vtop can evaluate; None when none is left.
+def for_prometheus(
+    expr: Expr, local: frozenset[str] = frozenset(), prefixes: tuple[str, ...] = LOCAL_PREFIXES
+) -> Expr | None:
+    """The condition without `or` branches only vtop can evaluate (names with `prefixes`, or
+    in `local`); None when none is left.
 
     Dropping a branch of an `or` makes a condition stricter, so this is done only where the
     condition holds positively (not under `unless`); it may alert less often, never more.
     """
-    if not is_local(expr, local):
+    if not is_local(expr, local, prefixes):
         return expr
     if not isinstance(expr, Binary) or expr.op not in ("and", "or"):
         return None
-    left, right = for_prometheus(expr.left, local), for_prometheus(expr.right, local)
+    left = for_prometheus(expr.left, local, prefixes)
+    right = for_prometheus(expr.right, local, prefixes)
     if expr.op == "or" and (left is None or right is None):
         return left or right
     if left is None or right is None:
