@@ -136,17 +136,11 @@ async def judged_tick(
     client: PrometheusClient, judge: Judge, now: float, focus: str | None = None
 ) -> list[Point]:
     """The headline series at `now` (every raw series of the server on screen, `focus`) and
-    the alerts of what the judge's queries find."""
-    base = await client.query(JUDGED_SELECTOR, now)
-    if focus is not None:
-        base = with_raw(base, await client.query(raw_selector([instance_of(focus)]), now))
-    if _routed(base):
-        base += await client.query(ENGINE_LATENCY_SELECTOR, now)
-    instances = {p.labels.get("instance", "") for p in base if "instance" in p.labels}
-    queries = judged_queries(judge, instances, base)
-    answers = await asyncio.gather(*(client.query(query, now) for query in queries))
-    held = [point.labels for answer in answers for point in answer]
-    return base + alert_points(judge.alerts(now, held), now)
+    the alerts of what the judge's queries find: a window of one step."""
+    points = await judged_window(client, judge, now, now, step=1.0)
+    if focus is None:
+        return points
+    return with_raw(points, await client.query(raw_selector([instance_of(focus)]), now))
 
 
 async def judged_window(
