@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import deque
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from vtop.core.config.effective_config import DiagnoseOptions, server_config
@@ -117,8 +118,11 @@ class Session:
         store_capacity: int = DEFAULT_CAPACITY,
         alerts: bool = False,
         store_retention_s: float | None = None,
+        store_long_names: Collection[str] | None = None,
     ) -> None:
-        self.store = Store(store_capacity, retention_s=store_retention_s)
+        self.store = Store(
+            store_capacity, retention_s=store_retention_s, long_names=store_long_names
+        )
         self.alerts = alerts
         """Findings are the alerts Prometheus fires for the exported rules (alert_triage), not
         the rules evaluated here (the raw series are not read)."""
@@ -426,7 +430,15 @@ def watching_session(
         store_capacity=store_ticks_for(servers),
         alerts=alerts,
         store_retention_s=watching_retention_s(rules, options),
+        store_long_names=names_read(rules),
     )
+
+
+def names_read(rules: list[Rule]) -> frozenset[str]:
+    """The series names the rules read: a watching session's store holds them over its
+    retention from their first tick; another name's rings stay short until a view reads
+    back as far (its charts and figures, from their first tick on)."""
+    return frozenset(name for rule in rules for name in rule.names_read)
 
 
 def store_ticks_for(servers: int) -> int:

@@ -97,7 +97,7 @@ class RingWriter:
             if track is None or track.last_tick != self.rings.tick:
                 resets += self._write(known, value, restarted, state)
             elif known.fold:
-                row = self.rings.row
+                row = self.rings.tick % track.size
                 track.values[row] = max(track.values[row], value)
         state.columns = self._columns(state, scrape) if not aliases and self.column_writes else None
         if alternating:
@@ -136,7 +136,7 @@ class RingWriter:
             return False
         if columns.start_index is not None and values[columns.start_index] != state.process_start:
             return False
-        return columns.write(values, self.rings.tick, self.rings.row)
+        return columns.write(values, self.rings.tick)
 
     def _columns(self, state: TargetRecord, scrape: TargetScrape) -> Columns | None:
         """The columns of a scrape just written, when every sample has its own ring."""
@@ -215,7 +215,7 @@ class RingWriter:
         if track.last_tick < self.rings.tick - 1:
             self.rings.fill_gap(track)
         if value != value and (is_gap(value) or not known.vllm):
-            track.values[self.rings.row] = value if is_gap(value) else VALUE_NAN
+            track.values[self.rings.tick % track.size] = value if is_gap(value) else VALUE_NAN
             track.last_tick = self.rings.tick
             return 0
         if known.vllm and not is_possible(known.series.name, value):
@@ -232,7 +232,7 @@ class RingWriter:
                     track.record_reset(self.rings.tick, previous, self.rings.oldest_tick)
                     reset = 1
             track.last_raw = value
-        track.values[self.rings.row] = value
+        track.values[self.rings.tick % track.size] = value
         track.last_tick = self.rings.tick
         return reset
 

@@ -1,8 +1,10 @@
 """Bounded ring buffers of every series: one ring of tick times shared by all series, one
 float64 per tick per series (NaN = absent), so memory is at most 8 bytes x capacity x series
 whatever the uptime. The rings start short and grow as ticks arrive until they reach the
-capacity, so a session of a minute holds a minute, not an hour of NaN. Counters keep a short
-list of reset offsets, so an increase is one subtraction.
+capacity, so a session of a minute holds a minute, not an hour of NaN. A watching session names
+the series its rules read; the others (most of a vLLM payload's histogram buckets) keep only
+their last SHORT_TICKS ticks until a reader reaches as far back, which lengthens every ring of
+that name. Counters keep a short list of reset offsets, so an increase is one subtraction.
 This module holds the rings (`Rings`: one writer, `RingWriter` in ingest.py, adds ticks and
 series; everything else reads) and the reads of one tick; `store` composes the two and queries
 windows. Nothing here reads a clock.
@@ -14,7 +16,7 @@ import enum
 import math
 from array import array
 from bisect import bisect_right
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 from vtop.core.frame import Labels, Series
 
@@ -30,6 +32,11 @@ FIRST_SIZE = 64
 """Ticks a ring holds before it first grows (and the least it grows by)."""
 GROWTH_DIVISOR = 4
 """A ring grows by a quarter of its size."""
+SHORT_TICKS = 16
+"""Ticks held by the ring of a series no reader has reached back for yet (a watching session's
+series no rule reads). A reader reaching its oldest tick lengthens every ring of that name to
+the rings' size: a view that reads a series over a window from its first tick on loses
+nothing; one that first reads it later sees its last SHORT_TICKS ticks, then all."""
 DEFAULT_MAX_SERIES = 50_000
 OTHER_MAX_SERIES = 500
 """Series that are not vLLM's (nor vtop's GPU or restart series) share this smaller cap, per
@@ -89,13 +96,23 @@ class Track:
         "first_tick",
         "last_raw",
         "last_tick",
+        "name",
         "reset_offsets",
         "reset_ticks",
+        "short",
+        "size",
         "values",
     )
 
-    def __init__(self, size: int, cumulative: bool, tick: int) -> None:
+    def __init__(
+        self, size: int, cumulative: bool, tick: int, name: str = "", short: bool = False
+    ) -> None:
         self.values = array("d", [NAN]) * size
+        self.size = size
+        """Slots in the ring: a tick's value is at `tick % size`."""
+        self.short = short
+        """Holds SHORT_TICKS ticks, not the rings' size (no reader has reached further back)."""
+        self.name = name
         self.cumulative = cumulative
         self.first_tick = tick
         self.last_tick = tick - 1
@@ -132,6 +149,7 @@ class Rings:
         stale_after_s: float = DEFAULT_STALE_AFTER_S,
         first_size: int = FIRST_SIZE,
         retention_s: float | None = None,
+        long_names: Collection[str] | None = None,
     ) -> None:
         self.capacity = capacity
         """The most ticks held: the bound."""
@@ -156,6 +174,10 @@ class Rings:
         """Series by (name, instance): a fleet's per-server queries touch only their own."""
         self._tick_lookups: dict[float, int | None] = {}
         self._oldest = 0
+        self._long_names = None if long_names is None else set(long_names)
+        """The names whose rings hold the rings' size (None: every name's). Another name's
+        rings hold SHORT_TICKS until a reader reaches back as far (`held_from`)."""
+        self._short_tracks = 0
 
     # the writer's -----------------------------------------------------------
 
@@ -169,18 +191,19 @@ class Rings:
         self._tick_lookups.clear()
         self._oldest = max(self._oldest, self.tick - self.size + 1)
 
-    @property
-    def row(self) -> int:
-        """The slot of the current tick in every ring."""
-        return self.tick % self.size
-
     def track(self, series: Series) -> Track | None:
         """The ring of a series (None when it has none)."""
         return self._tracks.get(series)
 
     def add_track(self, series: Series, cumulative: bool) -> Track:
-        """A new ring for a series, starting at the current tick."""
-        track = Track(self.size, cumulative, self.tick)
+        """A new ring for a series, starting at the current tick (short when no reader has
+        reached back for its name)."""
+        long_names = self._long_names
+        short = long_names is not None and series.name not in long_names
+        short = short and self.capacity > SHORT_TICKS
+        size = SHORT_TICKS if short else self.size
+        track = Track(size, cumulative, self.tick, series.name, short)
+        self._short_tracks += short
         self._tracks[series] = track
         self.series_generation += 1
         self._by_name.setdefault(series.name, []).append(series)
@@ -189,9 +212,33 @@ class Rings:
 
     def fill_gap(self, track: Track) -> None:
         """Mark ticks between the series' last value and the current tick as absent."""
-        start = max(track.last_tick + 1, self._oldest)
+        start = max(track.last_tick + 1, self._oldest, self.tick - track.size + 1)
         for tick in range(start, self.tick):
-            track.values[tick % self.size] = NAN
+            track.values[tick % track.size] = NAN
+
+    def held_from(self, track: Track, wanted: int) -> int:
+        """The first tick from `wanted` on that the track's ring can hold. A short ring asked
+        for its oldest tick or older is lengthened first, with every ring of its name: a reader
+        reaches that far back (the ticks it already dropped stay absent)."""
+        start = max(wanted, track.first_tick, self._oldest)
+        if start <= self.tick - track.size + 1 and track.short:
+            self._lengthen(track.name)
+        return max(start, self.tick - track.size + 1)
+
+    def _lengthen(self, name: str) -> None:
+        """Give every short ring of `name` the rings' size, and every later series of it."""
+        if self._long_names is not None:
+            self._long_names.add(name)
+        for series in self._by_name.get(name, ()):
+            track = self._tracks[series]
+            if not track.short:
+                continue
+            laid = array("d", [NAN]) * self.size
+            kept = max(self.tick - track.size + 1, track.first_tick, self._oldest)
+            for tick in range(kept, track.last_tick + 1):
+                laid[tick % self.size] = track.values[tick % track.size]
+            track.values, track.size, track.short = laid, self.size, False
+            self._short_tracks -= 1
 
     # reads ------------------------------------------------------------------
 
@@ -226,12 +273,16 @@ class Rings:
             more = array("d", [NAN]) * (grown - self.size)
             self._times.extend(more)
             for track in self._tracks.values():
-                track.values.extend(more)
+                if not track.short:
+                    track.values.extend(more)
+                    track.size = grown
         else:
             oldest = tick - self.size
             self._times = _relaid(self._times, oldest, self.size, grown)
             for track in self._tracks.values():
-                track.values = _relaid(track.values, oldest, self.size, grown)
+                if not track.short:
+                    track.values = _relaid(track.values, oldest, self.size, grown)
+                    track.size = grown
         self.size = grown
 
     def tick_at_or_before(self, when: float) -> int | None:
@@ -265,12 +316,12 @@ class Rings:
         track = self._tracks.get(series)
         if track is None:
             return first, (), False
-        start = max(first, track.first_tick, self._oldest)
+        start = self.held_from(track, first)
         stop = min(last, track.last_tick)
         if stop < start:
             return start, (), False
         grows = track.cumulative and _no_reset(track.reset_ticks, start, stop)
-        low, high = start % self.size, stop % self.size
+        low, high = start % track.size, stop % track.size
         if low <= high:
             return start, track.values[low : high + 1], grows
         return start, track.values[low:] + track.values[: high + 1], grows
@@ -288,7 +339,9 @@ class Rings:
         """A ring's value at a tick (NaN when absent or out of the ring)."""
         if not track.first_tick <= tick <= track.last_tick or tick < self._oldest:
             return NAN
-        return track.values[tick % self.size]
+        if track.short and tick <= self.tick - track.size + 1:
+            self.held_from(track, tick)
+        return track.values[tick % track.size]
 
     def corrected(self, series: Series, tick: int) -> float:
         """The value at a tick plus the counter resets before it (monotonic for counters)."""
@@ -323,7 +376,8 @@ class Rings:
 
     def memory_bytes(self) -> int:
         """Bytes held by the value rings and the time ring now (at most `bound_bytes`)."""
-        return self.size * 8 * (len(self._tracks) + 1)
+        short = self._short_tracks
+        return 8 * (self.size * (len(self._tracks) - short + 1) + SHORT_TICKS * short)
 
     def bound_bytes(self) -> int:
         """Bytes the value rings and the time ring of the series held come to at capacity."""
@@ -352,9 +406,9 @@ class Rings:
     def last_known(self, series: Series) -> tuple[float, float] | None:
         """(time, value) of the newest value the rings still hold."""
         track = self._tracks.get(series)
-        if track is None or track.last_tick < self.oldest_tick:
+        if track is None or track.last_tick < max(self._oldest, self.tick - track.size + 1):
             return None
-        return self.time_of(track.last_tick), track.values[track.last_tick % self.size]
+        return self.time_of(track.last_tick), track.values[track.last_tick % track.size]
 
 
 def _relaid(ring: array[float], oldest: int, size: int, grown: int) -> array[float]:

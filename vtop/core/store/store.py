@@ -4,7 +4,7 @@ aggregation queries the rules and views ask, composed; queries take `now`."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 
 from vtop.core.frame import Labels, Series
 from vtop.core.histogram import Buckets, merge_buckets, optional_float, quantile
@@ -52,8 +52,9 @@ class Store:
         column_writes: bool = True,
         first_size: int = FIRST_SIZE,
         retention_s: float | None = None,
+        long_names: Collection[str] | None = None,
     ) -> None:
-        self.rings = rings = Rings(capacity, stale_after_s, first_size, retention_s)
+        self.rings = rings = Rings(capacity, stale_after_s, first_size, retention_s, long_names)
         self.writer = writer = RingWriter(rings, max_series, column_writes)
         self.ingest = writer.ingest
         self.in_last_answer = writer.in_last_answer
@@ -88,7 +89,7 @@ class Store:
 
     @property
     def size(self) -> int:
-        """The ticks every ring has room for now."""
+        """The ticks the time ring (and every ring but a short one) has room for now."""
         return self.rings.size
 
     @property
@@ -130,11 +131,11 @@ class Store:
         if track is None:
             return []
         first = self.tick_at_or_before(now - window)
-        start = max(self.rings.oldest_tick if first is None else first + 1, track.first_tick)
+        start = self.rings.held_from(track, self.rings.oldest_tick if first is None else first + 1)
         stop = min(end, track.last_tick)
         if stop < start:
             return []
-        low, high = start % self.size, stop % self.size
+        low, high = start % track.size, stop % track.size
         values = (
             track.values[low : high + 1]
             if low <= high
@@ -155,9 +156,10 @@ class Store:
         if end is None or track is None:
             return None
         base = self.tick_at_or_before(now - window)
-        start = self.rings.oldest_tick if base is None else base
-        if max(track.first_tick, self.rings.oldest_tick) <= start < end <= track.last_tick:
-            values, size = track.values, self.size
+        wanted = self.rings.oldest_tick if base is None else base
+        start = self.rings.held_from(track, wanted)
+        if start == wanted < end <= track.last_tick:
+            values, size = track.values, track.size
             early, late = values[start % size], values[end % size]
             if early == early and late == late and not track.reset_ticks:
                 # the usual case: a value at both ends and no reset to correct for
@@ -173,8 +175,8 @@ class Store:
 
     def _present(self, track: Track, start: int, stop: int, step: int) -> int | None:
         """First tick from `start` towards `stop` (inclusive) where the ring has a value."""
-        low, high = max(track.first_tick, self.rings.oldest_tick), track.last_tick
-        values, size = track.values, self.size
+        low, high = self.rings.held_from(track, min(start, stop)), track.last_tick
+        values, size = track.values, track.size
         for tick in range(start, stop + step, step):
             if low <= tick <= high and not math.isnan(values[tick % size]):
                 return tick

@@ -93,7 +93,7 @@ class Columns:
             (i for i, series in enumerate(raw) if series.name == PROCESS_START), None
         )
 
-    def write(self, values: list[float], tick: int, row: int) -> bool:
+    def write(self, values: list[float], tick: int) -> bool:
         """Write one scrape's values at `tick`; False (nothing written) if a counter went down
         or a vLLM value is impossible (the sample path then judges each one)."""
         total_all = sum(values)
@@ -112,7 +112,7 @@ class Columns:
                 return False
             self.last_grown = grown
         for track, value in zip(self.tracks, values, strict=True):
-            track.values[row] = value
+            track.values[tick % track.size] = value
             track.last_tick = tick
         self.tick = tick
         return True
