@@ -29,10 +29,12 @@ class Series(NamedTuple):
         return None
 
     def with_label(self, key: str, value: str) -> Series:
-        """A copy with label `key` set to `value`."""
-        pairs = dict(self.labels)
-        pairs[key] = value
-        return Series(self.name, tuple(sorted(pairs.items())))
+        """A copy with label `key` set to `value` (sharing the other label pairs: a store
+        holds one of these per series)."""
+        pairs = [pair for pair in self.labels if pair[0] != key]
+        pairs.append((key, value))
+        pairs.sort()
+        return Series(self.name, tuple(pairs))
 
     def without(self, keys: frozenset[str]) -> Labels:
         """The labels minus `keys`."""

@@ -27,6 +27,11 @@ from vtop.core.store.rings import KEPT_PREFIXES, OTHER_MAX_SERIES, PROCESS_START
 
 METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*\Z")
 MAX_CACHED_SERIES = 200_000
+SHARED_HEADS_KEPT = 50_000
+SHARED_HEADS: dict[str, tuple[str, Series]] = {}
+"""The heads of vLLM's (and vtop's own) series every parser of this process shares, with their
+series, up to SHARED_HEADS_KEPT (then each parser keeps its own): 100 replicas of a model
+expose the same 420 heads, held once instead of 100 times (about 20 MB at 100 servers)."""
 KEPT_HEADS = (*KEPT_PREFIXES, PROCESS_START, '{"')
 """Sample lines always parsed: vLLM's (and vtop's own) series, the process start time, and
 quoted UTF-8 names (their name is known only once parsed)."""
@@ -289,25 +294,20 @@ class ExpositionParser:
         raise ValueError("expected a value and an optional timestamp")
 
     def _new_series(self, head: str) -> Series:
-        """Parse a name-and-labels head and cache it."""
-        brace = head.find("{")
-        labels: Labels = ()
-        if brace < 0:
-            name = head.strip()
+        """The series of a name-and-labels head, cached: the one another parser made of the
+        same head when there is one (the replicas of a model expose the same heads: a fleet
+        holds one copy of them, not one per server), else parsed."""
+        shared = SHARED_HEADS.get(head)
+        if shared is not None:
+            head, series = shared
         else:
-            if not head.endswith("}"):
-                raise ValueError("unbalanced braces")
-            name, body = head[:brace].strip(), head[brace + 1 : -1]
-            if not name:
-                name, body = quoted_name(body)
-            labels = parse_label_body(body)
-        if not name or (not METRIC_NAME.match(name) and not head.lstrip().startswith('{"')):
-            raise ValueError(f"invalid metric name {name!r}")
+            series = _parsed_head(head)
+            if is_kept(series.name) and len(SHARED_HEADS) < SHARED_HEADS_KEPT:
+                SHARED_HEADS[head] = (head, series)
         if len(self._series_by_head) >= MAX_CACHED_SERIES:
             self._series_by_head.clear()
             self._other_made = 0
-        series = Series(name, labels)
-        self._other_made += not is_kept(name)
+        self._other_made += not is_kept(series.name)
         self._series_by_head[head] = series
         return series
 
@@ -327,6 +327,24 @@ class ExpositionParser:
             return
         self.fallback_lines += 1
         samples.extend(found)
+
+
+def _parsed_head(head: str) -> Series:
+    """Parse a name-and-labels head."""
+    brace = head.find("{")
+    labels: Labels = ()
+    if brace < 0:
+        name = head.strip()
+    else:
+        if not head.endswith("}"):
+            raise ValueError("unbalanced braces")
+        name, body = head[:brace].strip(), head[brace + 1 : -1]
+        if not name:
+            name, body = quoted_name(body)
+        labels = parse_label_body(body)
+    if not name or (not METRIC_NAME.match(name) and not head.lstrip().startswith('{"')):
+        raise ValueError(f"invalid metric name {name!r}")
+    return Series(name, labels)
 
 
 def reference_line(line: str, openmetrics: bool) -> list[Sample] | None:

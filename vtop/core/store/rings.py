@@ -117,9 +117,10 @@ class Track:
         self.first_tick = tick
         self.last_tick = tick - 1
         self.last_raw = NAN
-        self.reset_ticks: list[int] = []
-        self.reset_offsets: list[float] = []
-        """Cumulative offset in force from each reset tick on."""
+        self.reset_ticks: tuple[int, ...] = ()
+        self.reset_offsets: tuple[float, ...] = ()
+        """Cumulative offset in force from each reset tick on (tuples: most rings never see a
+        reset, and an empty tuple is shared, an empty list is not)."""
 
     def offset_at(self, tick: int) -> float:
         """Sum of the pre-reset values of all resets at or before `tick`."""
@@ -132,12 +133,12 @@ class Track:
         The newest reset before the ring's oldest tick is kept: the ring starts with its offset.
         """
         total = (self.reset_offsets[-1] if self.reset_offsets else 0.0) + previous
-        self.reset_ticks.append(tick)
-        self.reset_offsets.append(total)
+        self.reset_ticks = (*self.reset_ticks, tick)
+        self.reset_offsets = (*self.reset_offsets, total)
         expired = bisect_right(self.reset_ticks, oldest_tick) - 1
         if expired > 0:
-            del self.reset_ticks[:expired]
-            del self.reset_offsets[:expired]
+            self.reset_ticks = self.reset_ticks[expired:]
+            self.reset_offsets = self.reset_offsets[expired:]
 
 
 class Rings:
@@ -424,7 +425,7 @@ def _relaid(ring: array[float], oldest: int, size: int, grown: int) -> array[flo
     return laid
 
 
-def _no_reset(resets: list[int], first: int, last: int) -> bool:
+def _no_reset(resets: tuple[int, ...], first: int, last: int) -> bool:
     """Whether no reset tick falls after `first` up to `last` (`resets` ascending)."""
     if not resets or resets[-1] <= first:
         return True

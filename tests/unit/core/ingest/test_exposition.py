@@ -307,3 +307,17 @@ def test_names_the_count_misses_still_stop_the_parse_one_past_the_limit() -> Non
     quoted_late = "\n".join(f'  vllm:x_total{{i="{i}"}} {i}' for i in range(50))  # indented
     parsed = ExpositionParser(sample_limit=10).parse(quoted_late + "\n")
     assert parsed.over_limit and len(parsed.samples) == 11
+
+
+def test_parsers_of_replicas_share_their_series_and_junk_is_not_shared() -> None:
+    """Two servers exposing the same payload: one copy of each vLLM series (the same objects),
+    equal to what a parser alone makes; a series not from vLLM stays each parser's own."""
+    text = fixture("underload") + 'junk_total{path="/x"} 1\n'
+    first, second = ExpositionParser().parse(text), ExpositionParser().parse(text)
+    assert [s.series for s in first.samples] == [s.series for s in second.samples]
+    pairs = list(zip(first.samples, second.samples, strict=True))
+    shared = [a.series is b.series for a, b in pairs if a.series.name.startswith("vllm:")]
+    assert shared and all(shared)
+    [junk] = [(a.series, b.series) for a, b in pairs if a.series.name == "junk_total"]
+    assert junk[0] == junk[1] and junk[0] is not junk[1]
+    assert [s.series for s in first.samples] == [s.series for s in reference_samples(text)]
