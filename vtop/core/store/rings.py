@@ -2,9 +2,9 @@
 float64 per tick per series (NaN = absent), so memory is at most 8 bytes x capacity x series
 whatever the uptime. The rings start short and grow as ticks arrive until they reach the
 capacity, so a session of a minute holds a minute, not an hour of NaN. A watching session names
-the series its rules read; the others (most of a vLLM payload's histogram buckets) keep only
-their last SHORT_TICKS ticks until a reader reaches as far back, which lengthens every ring of
-that name. Counters keep a short list of reset offsets, so an increase is one subtraction.
+the series its rules read; of the others, histogram buckets, `_created` times and series not
+from vLLM keep only their last SHORT_TICKS ticks until a reader reaches as far back, which
+lengthens every ring of that name. Counters keep a short list of reset offsets, so an increase is one subtraction.
 This module holds the rings (`Rings`: one writer, `RingWriter` in ingest.py, adds ticks and
 series; everything else reads) and the reads of one tick; `store` composes the two and queries
 windows. Nothing here reads a clock.
@@ -52,6 +52,17 @@ def is_kept(name: str) -> bool:
     """Whether a series is always kept: vLLM's, vtop's own, or the process start time (the
     rest share the cap of OTHER_MAX_SERIES)."""
     return name.startswith(KEPT_PREFIXES) or name == PROCESS_START
+
+
+SHORT_SUFFIXES = ("_bucket", "_created")
+
+
+def starts_short(name: str) -> bool:
+    """Whether a series no rule reads starts with a short ring: a histogram's bucket (vLLM's
+    histograms are most of its payload), a `_created` time, or a series not from vLLM (Python,
+    process, HTTP). The rest (gauges, counters, histograms' sums and counts: what a what-if's
+    calibration or a view may read back over minutes when asked) are held as the rules' are."""
+    return name.endswith(SHORT_SUFFIXES) or not is_kept(name)
 
 
 DEFAULT_STALE_AFTER_S = 30.0
@@ -177,7 +188,8 @@ class Rings:
         self._oldest = 0
         self._long_names = None if long_names is None else set(long_names)
         """The names whose rings hold the rings' size (None: every name's). Another name's
-        rings hold SHORT_TICKS until a reader reaches back as far (`held_from`)."""
+        rings hold SHORT_TICKS when it `starts_short`, until a reader reaches back as far
+        (`held_from`)."""
         self._short_tracks = 0
 
     # the writer's -----------------------------------------------------------
@@ -200,7 +212,8 @@ class Rings:
         """A new ring for a series, starting at the current tick (short when no reader has
         reached back for its name)."""
         long_names = self._long_names
-        short = long_names is not None and series.name not in long_names
+        name = series.name
+        short = long_names is not None and name not in long_names and starts_short(name)
         short = short and self.capacity > SHORT_TICKS
         size = SHORT_TICKS if short else self.size
         track = Track(size, cumulative, self.tick, series.name, short)
