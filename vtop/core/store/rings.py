@@ -4,7 +4,8 @@ whatever the uptime. The rings start short and grow as ticks arrive until they r
 capacity, so a session of a minute holds a minute, not an hour of NaN. A watching session names
 the series its rules read; of the others, histogram buckets, `_created` times and series not
 from vLLM keep only their last SHORT_TICKS ticks until a reader reaches as far back, which
-lengthens every ring of that name. Counters keep a short list of reset offsets, so an increase is one subtraction.
+lengthens every ring of that name. Counters keep a short tuple of reset offsets, so an
+increase is one subtraction.
 This module holds the rings (`Rings`: one writer, `RingWriter` in ingest.py, adds ticks and
 series; everything else reads) and the reads of one tick; `store` composes the two and queries
 windows. Nothing here reads a clock.
