@@ -19,8 +19,10 @@ from typing import Any
 
 import httpx
 import pytest
+from textual.widgets import DataTable
 
 from tests.e2e.test_prometheus_router import metrics_handler
+from tests.support.app import header, screen_text, wait_for
 from tests.support.dcgm_exporter import HW_SLOWDOWN, Gpu, dcgm_exposition
 from tests.support.http_server import Canned, serving, serving_handler
 from tests.support.payloads import fixture
@@ -28,7 +30,8 @@ from tests.support.prometheus_harness import prometheus_process, wait_for_sample
 from tests.support.router import RouterMetrics
 from tests.support.storm_server import storm_handler
 from vtop.cli import main
-from vtop.core.config.settings import load_settings
+from vtop.cli.judging import prometheus_reader, resolved
+from vtop.core.config.settings import Settings, load_settings
 from vtop.core.ingest.exposition import ExpositionParser
 from vtop.core.ingest.open_feed import open_feed
 from vtop.core.ingest.sources.prometheus import PrometheusClient, PrometheusFeed
@@ -41,6 +44,8 @@ from vtop.core.session.diagnose import DiagnoseOptions, diagnose_fleet
 from vtop.core.session.session import Session
 from vtop.text.report import fleet_json_report
 from vtop.ui.actions import DashboardActions, Ui
+from vtop.ui.app import VtopApp
+from vtop.ui.screens.text_screen import TextScreen
 
 REPLICAS = 1000
 """Healthy replicas in the farm (half in another settings group); two more are incidents."""
@@ -188,6 +193,50 @@ def report_on_d(url: str, session: Session, target: str) -> str:
     return "\n".join(shown)
 
 
+def judged_dashboard(url: str, storm: str) -> tuple[str, list[str], str, str]:
+    """The dashboard as `vtop --prometheus URL` starts it at 80x24 (`--judge auto`: a thousand
+    servers are judged in Prometheus): its screen and first rows once the storm heads the
+    table, then Enter on it and `d`: the server's header and the report shown."""
+    settings = resolved(load_settings({"prometheus": url, "timeout_s": 60.0}, env={}))
+    assert settings.prometheus_judge == "prometheus", settings
+    return asyncio.run(_dashboard(settings, storm))
+
+
+async def _dashboard(settings: Settings, storm: str) -> tuple[str, list[str], str, str]:
+    """The dashboard's run under its Pilot (see judged_dashboard)."""
+    rules = load_rules()
+    feed = open_feed(settings, gpus=False, reader=prometheus_reader(settings, rules))
+    app = VtopApp(settings, feed, rules, DiagnoseOptions())
+
+    def first_rows() -> list[str]:
+        table: DataTable[object] = app.screen.query_one(DataTable)
+        rows = [table.get_row_at(i) for i in range(min(table.row_count, 3))]
+        return [" | ".join(str(cell) for cell in row) for row in rows]
+
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(
+            pilot,
+            lambda: first_rows()[:1] != [] and first_rows()[0].startswith(storm),
+            60,
+            first_rows,
+        )
+        shows_row = lambda: any(  # noqa: E731
+            line.lstrip().startswith(storm) for line in screen_text(app).splitlines()
+        )
+        await wait_for(pilot, shows_row, 15, lambda: screen_text(app))
+        await wait_for(
+            pilot, lambda: "JUDGED IN PROM" in screen_text(app), 15, lambda: screen_text(app)
+        )
+        top, on_top = screen_text(app), first_rows()
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: storm in header(app), 30, lambda: header(app))
+        server = header(app)
+        await pilot.press("d")
+        await wait_for(pilot, lambda: isinstance(app.screen, TextScreen), 60)
+        assert isinstance(app.screen, TextScreen)
+        return top, on_top, server, str(app.screen.body)
+
+
 def test_a_thousand_replicas_judged_in_prometheus_as_a_direct_scrape_judges_them(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -227,6 +276,7 @@ def test_a_thousand_replicas_judged_in_prometheus_as_a_direct_scrape_judges_them
         judged = json.loads(capsys.readouterr().out)
         session, second = asyncio.run(first_ticks(url, name(storm)))
         on_d = report_on_d(url, session, name(storm))
+        top, on_top, server, shown_d = judged_dashboard(url, name(storm))
 
     judged_found = findings_by_server(judged)
     assert judged["judged_in"] == "prometheus"
@@ -265,3 +315,10 @@ def test_a_thousand_replicas_judged_in_prometheus_as_a_direct_scrape_judges_them
     # the server on screen is read whole, the others by their headline series
     whole = "vllm:request_prompt_tokens_sum"
     assert whole in second[name(storm)] and whole not in second[name(frozen)], second[name(storm)]
+    # the dashboard a user starts: judged in Prometheus (auto, a thousand servers), the storm
+    # heads the table at 80x24, Enter opens it, `d` shows its evidence
+    assert "JUDGED IN PROM" in top and " 1002 servers, 1002 live " in top, top
+    assert " 1 router; across servers: B1@" in top, top
+    assert "CRIT M1" in on_top[0], on_top
+    assert name(storm) in server and "JUDGED IN PROM" in server, server
+    assert "--max-num-seqs" in shown_d, shown_d

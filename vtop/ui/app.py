@@ -48,7 +48,7 @@ from vtop.ui.screens.dashboard import DashboardScreen
 from vtop.ui.screens.fleet import FleetScreen
 from vtop.ui.screens.requests import RequestsScreen
 from vtop.ui.screens.text_screen import TextScreen
-from vtop.ui.shown import Shown, Surroundings, build
+from vtop.ui.shown import Shown, Surroundings, build, mode_words
 from vtop.ui.widgets.banner import Banner
 
 NARROW_BELOW = 110
@@ -218,7 +218,8 @@ class VtopApp(App[int]):
         self.shown = shown
         if isinstance(self.screen, FleetScreen):
             if not held:
-                mode = " ".join(shown.header[1:3])
+                age = [part for part in shown.header[1:2] if part.startswith("age ")]
+                mode = " ".join((*age, *mode_words(status, now)))
                 self.screen.show(build_fleet(self.session, now, mode, self.screen.choice))
             return
         self.dashboard.shown = shown

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from vtop.core.session.facts import LIVE
 from vtop.core.session.fleet import (
+    ROUTER_STATE,
     FleetRow,
     engine_summaries,
     filter_rows,
@@ -62,6 +63,8 @@ def fleet_line(session: Session, mode: str, rows: list[FleetRow], now: float) ->
     histograms merged by bucket), so the line agrees with the table."""
     total = fleet_summary(session, rows)
     live = sum(1 for row in rows if row.state in LIVE)
+    routers = sum(1 for row in rows if row.state == ROUTER_STATE)
+    in_front = f"{routers} router{'s' if routers > 1 else ''}; " if routers else ""
     triage = session.fleet.triage
     across = ", ".join(short_key_of(f.rule.id, f.labels) for f in triage.findings) if triage else ""
     down = prometheus_down(session, now)
@@ -71,10 +74,10 @@ def fleet_line(session: Session, mode: str, rows: list[FleetRow], now: float) ->
         else f"across servers: {across or 'no imbalance'}"
     )
     return (
-        f" {len(session.targets)} servers, {live} live  run {number(total.running)}"
+        f" {len(rows) - routers} servers, {live} live  run {number(total.running)}"
         f"  wait {number(total.waiting)}  gen {number(total.generation_tokens_per_s)} tok/s"
         f"  TTFT p50/p99 {seconds(total.ttft_p50_s)}/{seconds(total.ttft_p99_s)}"
-        f"\n {second}  {mode}"
+        f"\n {in_front}{second}  {mode}"
     )
 
 

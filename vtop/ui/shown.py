@@ -166,7 +166,7 @@ def build(
         "redraw": around.redraw,
     }
     if target is None or facts is None or detail is None:
-        head = ("CONNECTING", *_mode(status, now), ", ".join(urls))
+        head = ("CONNECTING", *mode_words(status, now), ", ".join(urls))
         down = prometheus_down(session, now)
         banner = None if down is None else f" {down}"
         waiting = "waiting for the first scrape" if down is None else down
@@ -238,8 +238,9 @@ def _label(state: str, status: FeedStatus, seen: float | None, window: float) ->
     return state.upper()
 
 
-def _mode(status: FeedStatus, now: float) -> tuple[str, ...]:
-    """Replay position and speed, or the poll interval; PAUSED and END."""
+def mode_words(status: FeedStatus, now: float) -> tuple[str, ...]:
+    """Replay position and speed, or the poll interval; where the findings come from (ALERTS,
+    JUDGED IN PROM); PAUSED, END, and the recording: the header's and the fleet line's."""
     parts: list[str] = []
     if status.mode is Mode.REPLAY:
         speed = "max" if status.speed <= 0 else f"x{status.speed:g}"
@@ -272,7 +273,7 @@ def _header(
     parts = [label]
     if status.mode is not Mode.REPLAY and facts.last_ok is not None:
         parts.append(f"age {seconds(wall - facts.last_ok)}")
-    parts += _mode(status, now)
+    parts += mode_words(status, now)
     if count > 1:
         parts.append(f"[{index % count + 1}/{count}]")
     parts.append(facts.target.removeprefix("http://"))

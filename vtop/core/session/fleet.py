@@ -50,6 +50,8 @@ def fleet_rows(session: Session, now: float) -> list[FleetRow]:
     ]
 
 
+ROUTER_STATE = "router"
+"""A router's row's state: it is no server (not counted as one, no figures added)."""
 ROUTER_WINDOW_S = 60.0
 """The window a router row's backends are read over (the rules' minute)."""
 
@@ -63,7 +65,7 @@ def _router_row(session: Session, target: str, servers: list[str], now: float) -
     if slow:
         finding += f"; {len(slow)} slow on the path, not in the engine"
     severity = Status.WARNING if slow else Status.INFO
-    return FleetRow(target, "router", "router", 0, None, finding, severity)
+    return FleetRow(target, ROUTER_STATE, "router", 0, None, finding, severity)
 
 
 def _row(session: Session, view: TargetView, now: float, restarts: dict[str, float]) -> FleetRow:

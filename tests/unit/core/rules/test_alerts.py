@@ -25,7 +25,7 @@ from vtop.core.rules.judge import FleetJudge
 from vtop.core.rules.loader import load_rules
 from vtop.core.session.diagnose import DiagnoseOptions
 from vtop.core.session.session import Session
-from vtop.ui.shown import _mode as header_mode
+from vtop.ui.shown import mode_words
 
 STORMY, QUIET = "10.0.0.1:8000", "10.0.0.2:8000"
 
@@ -98,10 +98,10 @@ async def test_the_header_says_the_findings_are_the_alerts_prometheus_fires() ->
     finally:
         await feed.close()
     assert status.mode is Mode.PROMETHEUS_ALERTS
-    assert "ALERTS" in header_mode(status, 0.0)
-    assert "ALERTS" not in header_mode(dataclasses.replace(status, mode=Mode.PROMETHEUS), 0.0)
+    assert "ALERTS" in mode_words(status, 0.0)
+    assert "ALERTS" not in mode_words(dataclasses.replace(status, mode=Mode.PROMETHEUS), 0.0)
     judged = dataclasses.replace(status, mode=Mode.PROMETHEUS_JUDGED)
-    assert "JUDGED IN PROM" in header_mode(judged, 0.0)
+    assert "JUDGED IN PROM" in mode_words(judged, 0.0)
 
 
 def test_alerts_without_prometheus_is_an_error(capsys: pytest.CaptureFixture[str]) -> None:
