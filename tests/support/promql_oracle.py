@@ -188,3 +188,45 @@ def disagreements(
         if not same(answer, prometheus):
             found.append(Disagreement(cases[index], time_s, answer, prometheus))
     return found
+
+
+AMBIGUOUS_MATCH = "multiple matches for labels"
+"""vtop's error where a match is ambiguous before a comparison filters it (Prometheus 3)."""
+COMPARISON = re.compile(r"(==|!=|>=|<=|>(?!=)|<(?!=))(?!\s*bool\b)", re.IGNORECASE)
+BRACES = re.compile(r"(\{[^}]*\})")
+
+
+def with_bool(expr: str) -> str:
+    """The expression with every comparison given `bool` (label matchers left alone): it then
+    filters nothing, so Prometheus 2.42 checks every match as Prometheus 3 does before
+    filtering."""
+    parts = BRACES.split(expr)
+    return "".join(p if p.startswith("{") else COMPARISON.sub(r"\1 bool", p) for p in parts)
+
+
+def ambiguous_in_prometheus_3(
+    found: list[Disagreement], promtool: str, scratch: Path
+) -> list[Disagreement]:
+    """The disagreements that are Prometheus 3's stricter matching, proven by Prometheus 2.42
+    itself: vtop refuses an ambiguous match that 2.42 let pass because a comparison filtered
+    one side, and 2.42 fails the same expression once its comparisons filter nothing."""
+    candidates = [
+        d
+        for d in found
+        if isinstance(d.vtop, str)
+        and d.vtop.startswith(AMBIGUOUS_MATCH)
+        and not isinstance(d.prometheus, str)
+    ]
+    if not candidates:
+        return []
+    cases = [Case(d.case.series, with_bool(d.case.expr)) for d in candidates]
+    empty: dict[tuple[int, int], Answer] = {
+        (index, time_s): {} for index in range(len(cases)) for time_s in EVAL_TIMES_S
+    }
+    reports = prometheus_reports(run_promtool(promtool, promtool_file(cases, empty), scratch))
+    return [
+        d
+        for index, d in enumerate(candidates)
+        if isinstance(reports.get((index, d.time_s)), str)
+        and AMBIGUOUS_MATCH in str(reports[index, d.time_s])
+    ]

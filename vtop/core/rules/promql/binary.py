@@ -140,7 +140,9 @@ def vector_scalar(binary: Binary, vector: Vector, scalar: float, scalar_left: bo
 
 def vector_pair(binary: Binary, left: Vector, right: Vector) -> Vector:
     """Vector op vector: one-to-one, or many-to-one with group_left / group_right (nothing,
-    and no matching error, when either side is empty)."""
+    and no matching error, when either side is empty). As in Prometheus 3, a match is an error
+    before a comparison filters it: two left elements matching one right element are
+    ambiguous even where the comparison would drop one of them."""
     if not left or not right:
         return {}
     many, one = (right, left) if binary.group == "right" else (left, right)
@@ -157,6 +159,7 @@ def vector_pair(binary: Binary, left: Vector, right: Vector) -> Vector:
         ones[key] = (labels, value)
     result: Vector = {}
     matched: set[Labels] = set()
+    grouped: set[Labels] = set()
     for labels, value in many.items():
         key = signature(labels, binary)
         partner = ones.get(key)
@@ -166,8 +169,7 @@ def vector_pair(binary: Binary, left: Vector, right: Vector) -> Vector:
         combined, keep = _element(binary.op, *operands)
         if binary.return_bool:
             combined, keep = (1.0 if keep else 0.0), True
-        if not keep:
-            continue
+        metric = _result_labels(labels, partner[0], binary)
         if binary.group is None:
             if key in matched:
                 raise MatchingError(
@@ -175,7 +177,13 @@ def vector_pair(binary: Binary, left: Vector, right: Vector) -> Vector:
                     "(group_left/group_right)"
                 )
             matched.add(key)
-        metric = _result_labels(labels, partner[0], binary)
+        elif metric in grouped:
+            raise MatchingError(
+                "multiple matches for labels: grouping labels must ensure unique matches"
+            )
+        grouped.add(metric)
+        if not keep:
+            continue
         if metric in result:
             raise MatchingError(
                 "multiple matches for labels: grouping labels must ensure unique matches"

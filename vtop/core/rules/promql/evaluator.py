@@ -39,7 +39,7 @@ from vtop.core.rules.promql.binary import (
     vector_pair,
     vector_scalar,
 )
-from vtop.core.rules.promql.samples import instant, range_samples, range_start
+from vtop.core.rules.promql.samples import edge, instant, range_samples, range_start
 from vtop.core.store.gpu_series import GPU_TARGET
 from vtop.core.store.probe_series import PROBE_TARGET
 from vtop.core.store.store import INSTANCE, Store
@@ -247,13 +247,15 @@ def _range_call(call: Call, context: Context) -> Vector:
     if not picked:
         return {}
     end = context.now - selector.offset_s
-    start = end - selector.range_s
+    start, from_start = edge(end - selector.range_s), False
     if context.from_first_sample:
-        start = range_start(context.store, start)
+        start, from_start = range_start(context.store, start)
     keeps_name = call.function == "last_over_time"
     vector: list[tuple[Labels, float]] = []
     for series, key, unnamed in picked:
-        first_time, last_time, values, grows = range_samples(context.store, series, start, end)
+        first_time, last_time, values, grows = range_samples(
+            context.store, series, start, end, from_start=from_start
+        )
         if call.function in RATES:
             counter, per_second = RATES[call.function]
             value = functions.extrapolated_rate(

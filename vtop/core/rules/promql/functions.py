@@ -1,5 +1,6 @@
-"""PromQL's functions and aggregations with Prometheus 2.x's arithmetic: rate's extrapolation
-to the range's edges, NaN and +-Inf in sums, means, minima and maxima, round half up."""
+"""PromQL's functions and aggregations with Prometheus 3's arithmetic: rate's extrapolation
+to the range's edges, compensated sums and means, NaN and +-Inf in them, minima and maxima,
+round half up."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ def extrapolated_rate(
     *,
     grows: bool = False,
 ) -> float | None:
-    """rate (counter, per second), increase (counter) or delta over samples in [start, end],
+    """rate (counter, per second), increase (counter) or delta over samples in (start, end],
     the first taken at `first_time` and the last at `last_time`; None with fewer than two
     samples (Prometheus's `extrapolatedRate`). `grows`: the values are known never to go down,
     so no reset is looked for."""
@@ -39,39 +40,78 @@ def extrapolated_rate(
     to_end = end - last_time
     sampled = last_time - first_time
     average = sampled / (len(values) - 1)
-    if counter and result > 0 and values[0] >= 0:
-        to_zero = sampled * (values[0] / result)
-        to_start = min(to_start, to_zero)
     threshold = average * EXTRAPOLATION_ALLOWANCE
-    interval = sampled
-    interval += to_start if to_start < threshold else average / 2
-    interval += to_end if to_end < threshold else average / 2
+    if to_start >= threshold:
+        to_start = average / 2
+    if counter and result > 0 and values[0] >= 0:  # never extrapolated below zero
+        to_start = min(to_start, sampled * (values[0] / result))
+    if to_end >= threshold:
+        to_end = average / 2
+    interval = sampled + to_start + to_end
     factor = interval / sampled  # Prometheus scales by one factor, per second included,
     if per_second:  # which rounds differently from dividing the result (45 * (1/300) is
         factor /= end - start  # 0.15000000000000002, 45 / 300 is 0.15)
     return result * factor
 
 
+def neumaier_step(value: float, total: float, compensation: float) -> tuple[float, float]:
+    """One step of Prometheus 3's compensated sum (`kahansum.Inc`: Kahan with Neumaier's
+    swap): the new total and the rounding error carried beside it (reset once infinite)."""
+    new_total = total + value
+    if math.isinf(new_total):
+        return new_total, 0.0
+    if abs(total) >= abs(value):
+        return new_total, compensation + ((total - new_total) + value)
+    return new_total, compensation + ((value - new_total) + total)
+
+
+def _exact_enough(values: Sequence[float]) -> float | None:
+    """The plain sum where no compensation can change it beyond its last bits (it equals the
+    exact sum): two passes in C instead of a loop in Python. None where it cannot be trusted
+    (cancellation, an infinity or NaN among the values)."""
+    plain = sum(values)
+    if math.isinf(plain) or plain != plain:
+        return None
+    try:
+        return plain if math.fsum(values) == plain else None
+    except (OverflowError, ValueError):
+        return None
+
+
 def total(values: Sequence[float]) -> float:
-    """sum: left to right (+Inf plus -Inf is NaN, never an exception)."""
-    result = 0.0
-    for value in values:
-        result += value
-    return result
+    """sum and sum_over_time: Prometheus 3's compensated sum (values that cancel at large
+    magnitudes keep their small remainder; +Inf plus -Inf is NaN, never an exception)."""
+    quick = _exact_enough(values)
+    if quick is not None:
+        return quick
+    result, compensation = values[0], 0.0
+    for value in values[1:]:
+        result, compensation = neumaier_step(value, result, compensation)
+    return result if math.isinf(result) else result + compensation
 
 
 def mean(values: Sequence[float]) -> float:
-    """avg: Prometheus's running mean, which stays infinite once infinite (unless the other
-    infinity or a NaN comes)."""
-    result = values[0]
+    """avg and avg_over_time as Prometheus 3 computes them: the compensated sum divided by
+    the count, switching to a running (compensated) mean only where the sum would overflow."""
+    quick = _exact_enough(values)
+    if quick is not None:
+        return quick / len(values)
+    result, compensation, running = values[0], 0.0, math.nan
+    incremental = False
     for count, value in enumerate(values[1:], start=2):
-        if math.isinf(result):
-            if math.isinf(value) and (result > 0) == (value > 0):
+        if not incremental:
+            new_total, new_compensation = neumaier_step(value, result, compensation)
+            if not math.isinf(new_total):
+                result, compensation = new_total, new_compensation
                 continue
-            if not math.isinf(value) and not math.isnan(value):
-                continue
-        result += value / count - result / count
-    return result
+            incremental = True
+            running = result / (count - 1)
+            compensation /= count - 1
+        kept = (count - 1) / count
+        running, compensation = neumaier_step(value / count, kept * running, kept * compensation)
+    if incremental:
+        return running + compensation
+    return result / len(values) + compensation / len(values)
 
 
 def smallest(values: Sequence[float]) -> float:

@@ -1,10 +1,12 @@
-"""The samples a selector sees, as Prometheus 2.x sees them: an instant selector takes the newest
-sample within the 5-minute lookback unless a staleness marker came after it; a range selector
-takes every sample in [t - range, t], both ends included. NaN samples are values; stale slots
-and gaps are not samples.
+"""The samples a selector sees, as Prometheus 3 sees them: an instant selector takes the newest
+sample within the 5-minute lookback (left-open: a sample exactly 5 minutes old is not seen)
+unless a staleness marker came after it; a range selector takes every sample in
+(t - range, t], the start excluded. NaN samples are values; stale slots and gaps are not
+samples.
 
-One deliberate difference: a range reaching back before the store's first tick starts at that
-tick (vtop cannot know what it did not see; Prometheus would divide by the whole range).
+One deliberate difference: a range reaching back to or before the store's first tick starts at
+that tick and includes it (vtop cannot know what it did not see; Prometheus would divide by the
+whole range).
 """
 
 from __future__ import annotations
@@ -20,15 +22,22 @@ LOOKBACK_S = 300.0
 NAN = float("nan")
 
 
+def edge(time: float) -> float:
+    """A range's or the lookback's start, to the microsecond: times in Prometheus are whole
+    milliseconds, and the rounding error of a subtraction (4 - 1.001 is 2.9989999999999997)
+    must not move a sample across the edge."""
+    return round(time, 6)
+
+
 def instant(
     store: Store, series: Series, when: float, lookback: float = LOOKBACK_S
 ) -> float | None:
-    """The series' value at `when`: its newest sample no older than the lookback, unless the
+    """The series' value at `when`: its newest sample younger than the lookback, unless the
     series went stale after it."""
     tick = store.tick_at_or_before(when)
-    oldest = store.oldest_tick
+    oldest, too_old = store.oldest_tick, edge(when - lookback)
     while tick is not None and tick >= oldest:
-        if store.time_of(tick) < when - lookback:
+        if store.time_of(tick) <= too_old:
             return None
         slot = store.value(series, tick)
         if slot == slot:
@@ -41,10 +50,13 @@ def instant(
     return None
 
 
-def range_start(store: Store, start: float) -> float:
-    """The range's start, or the store's first tick when the range reaches further back."""
+def range_start(store: Store, start: float) -> tuple[float, bool]:
+    """The range's start, or the store's first tick when the range reaches back to it or
+    further; and whether a sample at the start is inside (only at that first tick)."""
     held_since = store.held_since()
-    return start if held_since is None else max(start, held_since)
+    if held_since is None or start > held_since:
+        return start, False
+    return held_since, True
 
 
 class RangeSamples(NamedTuple):
@@ -61,9 +73,11 @@ class RangeSamples(NamedTuple):
 NO_SAMPLES = RangeSamples(NAN, NAN, ())
 
 
-def range_samples(store: Store, series: Series, start: float, end: float) -> RangeSamples:
-    """The series' samples with start <= time <= end (NaN times and no values when it has
-    none)."""
+def range_samples(
+    store: Store, series: Series, start: float, end: float, *, from_start: bool = False
+) -> RangeSamples:
+    """The series' samples with start < time <= end, or start <= time <= end `from_start`
+    (NaN times and no values when it has none)."""
     last = store.tick_at_or_before(end)
     if last is None:
         return NO_SAMPLES
@@ -71,7 +85,7 @@ def range_samples(store: Store, series: Series, start: float, end: float) -> Ran
     if before is None:
         first = store.oldest_tick
     else:
-        first = before if store.time_of(before) == start else before + 1
+        first = before if from_start and store.time_of(before) == start else before + 1
     origin, slots, grows = store.slots(series, first, last)
     if not slots:
         return NO_SAMPLES
