@@ -4,9 +4,12 @@ notation, `eval instant at T EXPR` / `eval range from A to B step S EXPR` with t
 samples, `clear`. vtop evaluates every case it can read and each answer is compared with the
 file's, as Prometheus's own test compares them (a relative tolerance of 1e-6).
 
-What is out of vtop's subset is counted apart, never as agreement: an expression vtop's parser
-refuses, a case over native histograms (`{{...}}`) or `load_with_nhcb`, one expecting a string,
-an info or a warning annotation. Order (`expect ordered`) is not checked: vtop's vectors are
+What is out of vtop's subset is counted apart, never as agreement: an expression beyond the
+documented subset (vtop's parser refuses an unsupported function, `@`, a subquery, a negative
+or computed offset; any other refusal counts as a failure), a case over native histograms
+(`{{...}}`, `load_with_nhcb`), one expecting a string, and the files of features behind
+Prometheus's feature flags. An expected annotation (a warning, an info) is not checked, the
+values beside it are. Order (`expect ordered`) is not checked: vtop's vectors are
 maps. A case whose series have no `instance` label is evaluated as the conformance test does,
 over one target, and that target's instance label is removed from the answer.
 
@@ -65,8 +68,9 @@ BEYOND_SUBSET = re.compile(
 )
 """PromQL beyond vtop's documented subset: `@`, subqueries, negative or computed offsets and
 durations, the aggregations and operators vtop does not implement."""
-OUTSIDE = ("expect string", "expect info", "expect warn", "expect range vector")
-"""Expectations vtop has no answer for: string results, annotations, a raw range vector."""
+OUTSIDE = ("expect string", "expect range vector")
+"""Expectations vtop has no answer for: string results, a raw range vector. An expected
+annotation (`expect warn`, `expect info`) is not checked; the values beside it are."""
 
 
 @dataclass
@@ -168,8 +172,6 @@ def _case(path: Path, lines: list[str], index: int, text: str) -> tuple[Case, in
         start, end, step = seconds(match["start"]), seconds(match["end"]), seconds(match["step"])
         times = [start + step * i for i in range(round((end - start) / step) + 1)]
     case = Case(str(path.name), index, match["expr"].strip(), times, bool(match["fail"]))
-    if match["other"] in ("_warn", "_info"):
-        case.outside = "annotation"
     while index < len(lines) and lines[index][:1] in (" ", "\t") and lines[index].strip():
         line = lines[index].strip()
         index += 1
@@ -279,7 +281,8 @@ def _outside(scope: Scope, case: Case) -> str:
         return EXPERIMENTAL[case.path]
     for names, why in ((scope.native, "native histogram"), (scope.unread, "series notation")):
         used = any(name and re.search(rf"\b{re.escape(name)}\b", case.expr) for name in names)
-        if names and (used or "__name__" in case.expr):
+        nameless = "__name__" in case.expr or re.search(r"(?<![\w:])\{", case.expr)
+        if names and (used or nameless):
             return why
     return ""
 

@@ -4,9 +4,12 @@ itself shown to catch a wrong answer and to keep what it cannot judge apart."""
 
 from __future__ import annotations
 
+import itertools
+import math
 from pathlib import Path
 
 from tests.support.promqltest import judge, read_cases, run
+from vtop.core.rules.promql.functions import mean, total
 
 CASES = Path(__file__).parents[4] / "data" / "promqltest"
 MIN_CASES = 20
@@ -41,6 +44,7 @@ def test_what_vtop_cannot_judge_is_counted_apart(tmp_path: Path) -> None:
         "eval instant at 1m topk(1, c_total)\n  c_total 1\n\n"
         "eval instant at 1m c_total @ 0\n  c_total 0\n\n"
         "eval instant at 1m c_total\n  expect warn\n  c_total 1\n\n"
+        'eval instant at 1m c_total\n  expect string "x"\n\n'
         "eval instant at 1m c_total\n  c_total 1\n"
     )
     outcomes = [judge(scope, case)[0] for scope, case in read_cases(path)]
@@ -48,6 +52,15 @@ def test_what_vtop_cannot_judge_is_counted_apart(tmp_path: Path) -> None:
         "outside (native histogram)",
         "outside (beyond the subset)",
         "outside (beyond the subset)",
-        "outside (warn)",
+        "agree",
+        "outside (string)",
         "agree",
     ]
+
+
+def test_compensated_sums_keep_what_cancels_in_any_order() -> None:
+    for order in itertools.permutations([1e100, 1.0, -1e100, 1.0]):
+        assert (total(order), mean(order)) == (2.0, 0.5), order
+    assert mean([1e308, 1e308, 1e308]) == 1e308  # the sum would overflow: a running mean
+    assert math.isnan(total([math.inf, 1.0, -math.inf]))
+    assert total([0.1] * 10) == 1.0  # the plain sum is 0.9999999999999999
