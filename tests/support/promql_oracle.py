@@ -162,15 +162,23 @@ def same(vtop: Answer, prometheus: Answer) -> bool:
     """Both errors, or the same label sets with values equal within the tolerance (NaN = NaN)."""
     if isinstance(vtop, str) or isinstance(prometheus, str):
         return isinstance(vtop, str) and isinstance(prometheus, str)
-    if vtop.keys() != prometheus.keys():
+    return same_samples(vtop, prometheus, RELATIVE_TOLERANCE)
+
+
+Samples = dict[frozenset[tuple[str, str]], float]
+
+
+def same_samples(first: Samples, second: Samples, tolerance: float) -> bool:
+    """The same label sets with values equal within a relative tolerance (NaN equals NaN)."""
+    if first.keys() != second.keys():
         return False
-    return all(_close(vtop[labels], prometheus[labels]) for labels in vtop)
+    return all(_close(first[labels], second[labels], tolerance) for labels in first)
 
 
-def _close(a: float, b: float) -> bool:
+def _close(a: float, b: float, tolerance: float) -> bool:
     if math.isnan(a) or math.isnan(b):
         return math.isnan(a) and math.isnan(b)
-    return a == b or math.isclose(a, b, rel_tol=RELATIVE_TOLERANCE, abs_tol=1e-12)
+    return a == b or math.isclose(a, b, rel_tol=tolerance, abs_tol=1e-12)
 
 
 def disagreements(

@@ -20,7 +20,6 @@ the cases in tests/data/promqltest (Prometheus's files are not part of this repo
 from __future__ import annotations
 
 import argparse
-import math
 import re
 import sys
 from collections import Counter
@@ -28,6 +27,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.support.promql_oracle import same_samples
 from vtop.core.catalog import sample_type
 from vtop.core.frame import Frame, Sample, ScrapeStatus, Series, TargetScrape
 from vtop.core.ingest.exposition import ExpositionParser
@@ -259,21 +259,6 @@ def _labels_of(head: str) -> Iterator[tuple[str, str]]:
     yield from series.labels
 
 
-def same(vtop: Answer, expected: Answer) -> bool:
-    """Equal label sets and values within Prometheus's tolerance (NaN equals NaN)."""
-    if vtop.keys() != expected.keys():
-        return False
-    return all(_same_number(vtop[labels], expected[labels]) for labels in vtop)
-
-
-def _same_number(got: float, want: float) -> bool:
-    if math.isnan(got) or math.isnan(want):
-        return math.isnan(got) and math.isnan(want)
-    if got == want:
-        return True
-    return math.isclose(got, want, rel_tol=RELATIVE_TOLERANCE, abs_tol=1e-12)
-
-
 def _outside(scope: Scope, case: Case) -> str:
     if case.outside:
         return case.outside
@@ -311,7 +296,7 @@ def judge(scope: Scope, case: Case) -> tuple[str, str]:
     if case.expect_fail:
         return "differ", "Prometheus fails, vtop answers"
     for when, vtop, wanted in zip(case.times, got, expected, strict=True):
-        if not same(vtop, wanted):
+        if not same_samples(vtop, wanted, RELATIVE_TOLERANCE):
             return "differ", f"at {when:g}s vtop {_show(vtop)}; Prometheus {_show(wanted)}"
     return "agree", ""
 
