@@ -1,5 +1,5 @@
 """Evaluate the PromQL subset over the series store for one target (or the fleet) at a time,
-with Prometheus 2.x's semantics: vectors carry the metric name where Prometheus keeps it,
+with Prometheus 3's semantics: vectors carry the metric name where Prometheus keeps it,
 selectors see samples as `samples` describes, functions compute as `functions` does, and
 binary operators match as `binary` does. `evaluate` gives the labels without the name, as
 findings use them; `evaluate_named` keeps it (the conformance tests compare it with Prometheus)."""
