@@ -177,11 +177,12 @@ def vector_pair(binary: Binary, left: Vector, right: Vector) -> Vector:
                     "(group_left/group_right)"
                 )
             matched.add(key)
-        elif metric in grouped:
-            raise MatchingError(
-                "multiple matches for labels: grouping labels must ensure unique matches"
-            )
-        grouped.add(metric)
+        else:
+            if metric in grouped:
+                raise MatchingError(
+                    "multiple matches for labels: grouping labels must ensure unique matches"
+                )
+            grouped.add(metric)
         if not keep:
             continue
         if metric in result:
