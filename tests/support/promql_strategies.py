@@ -102,6 +102,7 @@ def selectors(draw: st.DrawFn) -> str:
                 '{instance="h2", k="2"}',
                 '{k=~"1|nope"}',
                 '{j=~"(?i)x"}',
+                '{j=~"y|(?i)X"}',
             )
         )
     )
@@ -115,6 +116,7 @@ def selectors(draw: st.DrawFn) -> str:
                     '{k="1"}',
                     '{j=~"(?i)X|Y"}',
                     '{__name__=~"(?i)M_A"}',
+                    '{__name__=~"m_((?i)A)"}',
                 )
             )
         )

@@ -61,9 +61,9 @@ EXPERIMENTAL = {
 """Files for features behind Prometheus's feature flags, off in a Prometheus a user runs
 (Prometheus's own test engine turns them all on, delayed name removal included)."""
 BEYOND_SUBSET = re.compile(
-    r"@|\[[^\]]*:[^\]]*\]|\[[^\]]*[-+*/^()]|offset\s*[-+(]|offset\s+[a-z]"
-    r"|\b(?:topk|bottomk|quantile|stddev|stdvar|count_values|group|limitk|limit_ratio|atan2"
-    r"|smoothed|anchored|fill|fill_left|fill_right)\b",
+    r"@|\[[^\]]*:[^\]]*\]|\[[^\]]*[-+*/^()]|offset\s*[-+(]|offset\s+[a-z]|\batan2\b"
+    r"|\b(?:topk|bottomk|quantile|stddev|stdvar|count_values|group|limitk|limit_ratio)"
+    r"\s*(?:\(|by\b|without\b)|\b(?:fill|fill_left|fill_right)\s*\(|\b(?:smoothed|anchored)\b",
     re.IGNORECASE,
 )
 """PromQL beyond vtop's documented subset: `@`, subqueries, negative or computed offsets and

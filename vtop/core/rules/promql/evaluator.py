@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import math
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -39,6 +38,7 @@ from vtop.core.rules.promql.binary import (
     vector_pair,
     vector_scalar,
 )
+from vtop.core.rules.promql.parser import re2_regex
 from vtop.core.rules.promql.samples import edge, instant, range_samples, range_start
 from vtop.core.store.gpu_series import GPU_TARGET
 from vtop.core.store.probe_series import PROBE_TARGET
@@ -153,7 +153,7 @@ def _matches(value: str, matcher: Matcher) -> bool:
         return value == matcher.value
     if matcher.op == "!=":
         return value != matcher.value
-    found = re.fullmatch(matcher.value, value) is not None
+    found = re2_regex(matcher.value).fullmatch(value) is not None
     return found if matcher.op == "=~" else not found
 
 

@@ -3,6 +3,7 @@ PromQL parser exists, and rules must stay exportable to a real Prometheus)."""
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -353,9 +354,62 @@ def check_regex(pattern: str, position: int) -> None:
             position,
         )
     try:
-        re.compile(pattern)
+        re2_regex(pattern)
     except re.error as error:
         raise PromQLError(f"bad regex {pattern!r}: {error}", position) from None
+
+
+FLAGS_GROUP = re.compile(r"\(\?([imsU]*(?:-[imsU]+)?)\)")
+"""A flags-only group, `(?i)`, `(?-s)`: in RE2 it sets its flags up to the end of the group it
+stands in (past a `|` too); Python takes such a group only at the pattern's start."""
+
+
+@functools.lru_cache(maxsize=4096)
+def re2_regex(pattern: str) -> re.Pattern[str]:
+    """An RE2 pattern (syntax checked by `check_regex`) compiled with Python's engine: flags set
+    inside the pattern become Python's scoped groups, `a(?i)b|c` -> `a(?i:b)|(?i:c)`.
+    Remembered: every tick matches the same few patterns."""
+    return re.compile(_scoped_flags(pattern))
+
+
+def _scoped_flags(pattern: str) -> str:
+    """RE2's mid-pattern flag groups as Python's scoped ones (the text unchanged without)."""
+    if FLAGS_GROUP.search(pattern, 1) is None:
+        return pattern
+    out: list[str] = []
+    flags: list[list[str]] = [[]]
+    """The flags set so far in each open group, innermost last."""
+    index, in_class = 0, False
+    while index < len(pattern):
+        char = pattern[index]
+        found = FLAGS_GROUP.match(pattern, index)
+        if char == "\\":
+            out.append(pattern[index : index + 2])
+            index += 2
+            continue
+        if in_class:
+            in_class = char != "]"
+        elif found is not None and index > 0:
+            flags[-1].append(found[1])
+            out.append(f"(?{found[1]}:")
+            index = found.end()
+            continue
+        elif char == "[":
+            in_class = True
+        elif char == "(":
+            flags.append([])
+        elif char in ")|" and (char == "|" or len(flags) > 1):  # an unmatched ")" stays an error
+            out.append(")" * len(flags[-1]))
+            if char == ")":
+                flags.pop()
+            else:
+                out.append("|" + "".join(f"(?{f}:" for f in flags[-1]))
+                index += 1
+                continue
+        out.append(char)
+        index += 1
+    out.append(")" * len(flags[-1]))
+    return "".join(out)
 
 
 def _python_only(pattern: str) -> str | None:
@@ -390,7 +444,7 @@ def _matches_empty(matcher: Matcher) -> bool:
         return matcher.value == ""
     if matcher.op == "!=":
         return matcher.value != ""
-    found = re.fullmatch(matcher.value, "") is not None
+    found = re2_regex(matcher.value).fullmatch("") is not None
     return found if matcher.op == "=~" else not found
 
 

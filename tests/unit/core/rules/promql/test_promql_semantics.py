@@ -114,6 +114,27 @@ def test_regexes_are_re2_and_python_only_syntax_is_refused(pattern: str) -> None
         parse(f'm_a{{j=~"{pattern}"}}')
 
 
+@pytest.mark.parametrize(
+    ("pattern", "matched", "unmatched"),
+    [
+        ("((?i)X)", "x", "y"),  # flags set inside a group hold to its end
+        ("y|(?i)X", "x", "Y"),  # ... past a |, on the branches after them only
+        ("m(a(?i)B|c)", "mC", "Mc"),
+        ("(?i)x(?-i)Y", "XY", "Xy"),  # at the start: the whole pattern, unless unset
+        ("[(?i)]", "?", "I"),  # in a class: characters
+    ],
+)
+def test_regex_flags_inside_a_pattern_hold_as_in_re2(
+    pattern: str, matched: str, unmatched: str
+) -> None:
+    store = Store()
+    store.ingest(frame_from_text(0.0, f'm_a{{j="{matched}"}} 1\nm_a{{j="{unmatched}"}} 2\n'))
+    found = evaluate(parse(f'm_a{{j=~"{pattern}"}}'), Context(store, TARGET, 0.0))
+    assert found == {(("j", matched),): 1.0}
+    negated = evaluate(parse(f'm_a{{j!~"{pattern}"}}'), Context(store, TARGET, 0.0))
+    assert negated == {(("j", unmatched),): 2.0}
+
+
 def test_rule_test_notation_reads_gaps_and_staleness_as_promtool_does() -> None:
     assert expand("1 _x2 stale 3+1x2 Inf") == [1.0, None, None, "stale", 3.0, 4.0, 5.0, math.inf]
 
