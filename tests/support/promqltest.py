@@ -94,7 +94,8 @@ class Scope:
 
     series: dict[str, tuple[float, list[Point]]] = field(default_factory=dict)
     native: set[str] = field(default_factory=set)
-    """Names of native-histogram series (not loaded: vtop reads classic buckets)."""
+    """Names of native-histogram series (their samples are not loaded; a `load_with_nhcb`
+    block's classic series are, its native ones go by the base name)."""
     unread: set[str] = field(default_factory=set)
     """Names of series in a notation promtool's rule tests do not use (not loaded)."""
 
@@ -130,8 +131,7 @@ def read_cases(path: Path) -> Iterator[tuple[Scope, Case]]:
     scope = Scope()
     index = 0
     while index < len(lines):
-        raw = lines[index]
-        text = raw.strip()
+        text = lines[index].strip()
         index += 1
         if not text or text.startswith("#"):
             continue
@@ -181,7 +181,7 @@ def _case(path: Path, lines: list[str], index: int, text: str) -> tuple[Case, in
             case.outside = case.outside or line.split()[1]
         elif line.startswith("expect"):
             continue
-        elif SCALAR.match(line.split()[0]) and len(line.split()) >= 1 and "{" not in line:
+        elif SCALAR.match(line.split()[0]) and "{" not in line:
             case.expected.append(("", line))
         else:
             found = EXPECTED.match(line)
