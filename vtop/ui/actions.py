@@ -33,7 +33,7 @@ from vtop.core.ops.process_evidence import stack_collectors
 from vtop.core.rules.engine import Finding, ProposedChange
 from vtop.core.session.diagnose import Diagnosis, diagnosis
 from vtop.core.session.recent import expand
-from vtop.core.session.session import Session, TargetView, short_key
+from vtop.core.session.session import READ_WHEN_ASKED_S, Session, TargetView, short_key
 from vtop.text.report import json_report, text_report
 from vtop.text.stacks import whereabouts_lines
 from vtop.ui.explain import explain
@@ -44,8 +44,9 @@ if TYPE_CHECKING:
     from vtop.core.ops.rank import PrimaryPredictions
     from vtop.core.whatif.predict import ChangePrediction
 
-MODEL_WINDOW_S = 120.0
-"""The most history the scheduler model calibrates on in the dashboard."""
+MODEL_WINDOW_S = READ_WHEN_ASKED_S
+"""The most history the scheduler model calibrates on in the dashboard (what the session's
+store holds of every series it keeps long)."""
 DRAIN_TIMEOUT_S = 30.0
 
 

@@ -21,6 +21,12 @@ SEVERITIES: tuple[Severity, ...] = get_args(Severity)
 SCOPES: tuple[Scope, ...] = get_args(Scope)
 
 
+def reach_s(selector: Selector) -> float:
+    """How far before the evaluation time a selector reads samples: its range's width or the
+    lookback, plus its offset."""
+    return (LOOKBACK_S if selector.range_s is None else selector.range_s) + selector.offset_s
+
+
 class RuleError(ValueError):
     """A problem in a rule file, located by file and line."""
 
@@ -98,13 +104,7 @@ class Rule:
     def reach_s(self) -> float:
         """How far before the evaluation time the rule reads samples: a range's width or an
         instant selector's lookback, plus its offset (the history a store must keep)."""
-        return max(
-            (
-                (LOOKBACK_S if s.range_s is None else s.range_s) + s.offset_s
-                for s in self.selectors_read
-            ),
-            default=0.0,
-        )
+        return max(map(reach_s, self.selectors_read), default=0.0)
 
     @cached_property
     def settings(self) -> frozenset[str]:

@@ -31,7 +31,13 @@ from vtop.core.session.unjudged import (
 from vtop.core.session.window_session import judged_window
 from vtop.core.status import ExitCode, Status, worst
 from vtop.core.store.store import Store
-from vtop.core.store.summary import TargetSummary, summarize
+from vtop.core.store.summary import (
+    GENERATION_TOKENS,
+    RUNNING,
+    WAITING,
+    TargetSummary,
+    summarize,
+)
 
 EXIT_UNKNOWN = ExitCode.UNKNOWN
 NO_TRAFFIC = "no traffic during the window: nothing ran, waited or was generated"
@@ -99,10 +105,10 @@ class Diagnosis:
 def had_traffic(store: Store, target: str, now: float, window: float) -> bool:
     """True when requests ran, waited, or tokens were produced during the window."""
     only = {"instance": target}
-    for name in ("vllm:num_requests_running", "vllm:num_requests_waiting"):
+    for name in (RUNNING, WAITING):
         if any((store.max_over_time(s, now, window) or 0) > 0 for s in store.select(name, only)):
             return True
-    grown = store.sum_by(store.increase, "vllm:generation_tokens_total", now, window, only)
+    grown = store.sum_by(store.increase, GENERATION_TOKENS, now, window, only)
     return any(value > 0 for value in grown.values())
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import deque
-from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from vtop.core.config.effective_config import DiagnoseOptions, server_config
@@ -31,11 +30,13 @@ from vtop.core.rules.alerts import alert_triage, fleet_alert_triage, merged, vto
 from vtop.core.rules.engine import Engine, Finding, Triage
 from vtop.core.rules.promql.printer import VTOP_MADE_PREFIXES
 from vtop.core.rules.promql.samples import LOOKBACK_S
-from vtop.core.rules.rule import Rule
+from vtop.core.rules.rule import Rule, reach_s
 from vtop.core.session.history import SummaryHistory
 from vtop.core.session.recent import RecentFrames
+from vtop.core.store.rings import Reaches
 from vtop.core.store.store import DEFAULT_CAPACITY, INSTANCE, Store
 from vtop.core.store.summary import (
+    WINDOW_NAMES,
     TargetSummary,
     merged_latency,
     quick_summary,
@@ -118,11 +119,9 @@ class Session:
         store_capacity: int = DEFAULT_CAPACITY,
         alerts: bool = False,
         store_retention_s: float | None = None,
-        store_long_names: Collection[str] | None = None,
+        store_reaches: Reaches | None = None,
     ) -> None:
-        self.store = Store(
-            store_capacity, retention_s=store_retention_s, long_names=store_long_names
-        )
+        self.store = Store(store_capacity, retention_s=store_retention_s, reaches=store_reaches)
         self.alerts = alerts
         """Findings are the alerts Prometheus fires for the exported rules (alert_triage), not
         the rules evaluated here (the raw series are not read)."""
@@ -430,15 +429,28 @@ def watching_session(
         store_capacity=store_ticks_for(servers),
         alerts=alerts,
         store_retention_s=watching_retention_s(rules, options),
-        store_long_names=names_read(rules),
+        store_reaches=watching_reaches(rules, options),
     )
 
 
-def names_read(rules: list[Rule]) -> frozenset[str]:
-    """The series names the rules read: a watching session's store holds them over its
-    retention from their first tick; another name's rings stay short until a view reads
-    back as far (its charts and figures, from their first tick on)."""
-    return frozenset(name for rule in rules for name in rule.names_read)
+READ_WHEN_ASKED_S = 120.0
+"""The most history of a watching session a what-if calibrates on (the dashboard's model
+window): every series is held at least this long, so that reading it lengthens nothing."""
+
+
+def watching_reaches(rules: list[Rule], options: DiagnoseOptions) -> Reaches:
+    """How far back a watching session reads each series name: the rules' widest range or
+    lookback of it; a diagnosis' window, the whole retention, of the names it states over it;
+    and at least what is read of any series when asked (a what-if's calibration, the summary
+    and the inference windows). The store holds each name's rings that long from their first
+    tick; the buckets, `_created` times and series not from vLLM that no rule reads are short
+    until a view reads back as far (its charts and figures, from their first tick on)."""
+    least = max(READ_WHEN_ASKED_S, options.window_s, INFERENCE_WINDOW_S)
+    reach = dict.fromkeys(WINDOW_NAMES, math.inf)
+    for rule in rules:
+        for selector in rule.selectors_read:
+            reach[selector.name] = max(reach.get(selector.name, least), reach_s(selector))
+    return Reaches(reach, least)
 
 
 def store_ticks_for(servers: int) -> int:

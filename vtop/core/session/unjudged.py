@@ -19,6 +19,7 @@ from vtop.core.rules.promql.ast import selectors
 from vtop.core.rules.promql.evaluator import HOST_LEVEL_PREFIX
 from vtop.core.rules.rule import Rule
 from vtop.core.store.store import Store
+from vtop.core.store.summary import FINISHED, KV_USAGE, PREEMPTIONS, QUEUE, RUNNING, WAITING
 
 QUEUE_SEEN = 1.0
 """Requests waiting on average over the window: the queue rules' own threshold."""
@@ -46,20 +47,20 @@ def problems_seen(store: Store, target: str, now: float, window: float) -> list[
     cache, failed requests. Each is never healthy."""
     only = {"instance": target}
     seen: list[Seen] = []
-    waiting = _summed(store, store.avg_over_time, "vllm:num_requests_waiting", only, now, window)
-    queued = _summed(store, store.rate, "vllm:request_queue_time_seconds_sum", only, now, window)
+    waiting = _summed(store, store.avg_over_time, WAITING, only, now, window)
+    queued = _summed(store, store.rate, f"{QUEUE}_sum", only, now, window)
     if waiting is not None and waiting >= QUEUE_SEEN:
         seen.append(Seen("a queue", f"{waiting:.1f} waiting on average"))
     elif queued is not None and queued >= QUEUE_SEEN:
         seen.append(Seen("a queue", f"{queued:.1f} waiting on average, from the queue times"))
-    preempted = _summed(store, store.increase, "vllm:num_preemptions_total", only, now, window)
+    preempted = _summed(store, store.increase, PREEMPTIONS, only, now, window)
     if preempted is not None and preempted >= 1:
         seen.append(Seen("preemptions", f"{preempted:.0f} in the window"))
-    kv = _peak(store, "vllm:kv_cache_usage_perc", only, now, window)
+    kv = _peak(store, KV_USAGE, only, now, window)
     if kv is not None and kv >= KV_FULL:
         seen.append(Seen("a full KV cache", f"{kv:.0%} at most"))
     failed = math.fsum(
-        _summed(store, store.increase, "vllm:request_success_total", failing, now, window) or 0.0
+        _summed(store, store.increase, FINISHED, failing, now, window) or 0.0
         for failing in ({**only, "finished_reason": reason} for reason in FAILED_REASONS)
     )
     if failed >= 1:
@@ -78,9 +79,9 @@ class GaugeWindow:
 
 
 WINDOW_GAUGES = {
-    "running": "vllm:num_requests_running",
-    "waiting": "vllm:num_requests_waiting",
-    "kv": "vllm:kv_cache_usage_perc",
+    "running": RUNNING,
+    "waiting": WAITING,
+    "kv": KV_USAGE,
 }
 """The gauges a report states with their statistic, by the name it shows them under."""
 

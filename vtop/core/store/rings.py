@@ -2,10 +2,11 @@
 float64 per tick per series (NaN = absent), so memory is at most 8 bytes x capacity x series
 whatever the uptime. The rings start short and grow as ticks arrive until they reach the
 capacity, so a session of a minute holds a minute, not an hour of NaN. A watching session names
-the series its rules read; of the others, histogram buckets, `_created` times and series not
-from vLLM keep only their last SHORT_TICKS ticks until a reader reaches as far back, which
-lengthens every ring of that name. Counters keep a short tuple of reset offsets, so an
-increase is one subtraction.
+how far back its rules read each series: a name read over less than the retention has rings
+of its own `Tier`, grown only as far as that reach; of the names no rule reads, histogram
+buckets, `_created` times and series not from vLLM keep only their last SHORT_TICKS ticks. A
+reader reaching the oldest tick of such a ring lengthens every ring of that name to the rings'
+size. Counters keep a short tuple of reset offsets, so an increase is one subtraction.
 This module holds the rings (`Rings`: one writer, `RingWriter` in ingest.py, adds ticks and
 series; everything else reads) and the reads of one tick; `store` composes the two and queries
 windows. Nothing here reads a clock.
@@ -17,7 +18,8 @@ import enum
 import math
 from array import array
 from bisect import bisect_right
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 from vtop.core.frame import Labels, Series
 
@@ -38,6 +40,18 @@ SHORT_TICKS = 16
 series no rule reads). A reader reaching its oldest tick lengthens every ring of that name to
 the rings' size: a view that reads a series over a window from its first tick on loses
 nothing; one that first reads it later sees its last SHORT_TICKS ticks, then all."""
+
+
+@dataclass(frozen=True)
+class Reaches:
+    """How many seconds back the known readers read each series name (a watching session's
+    rules and its diagnosis' window), and any other name that does not `starts_short` (what
+    is read of it when asked: a what-if's calibration)."""
+
+    by_name: Mapping[str, float]
+    others: float
+
+
 DEFAULT_MAX_SERIES = 50_000
 OTHER_MAX_SERIES = 500
 """Series that are not vLLM's (nor vtop's GPU or restart series) share this smaller cap, per
@@ -111,19 +125,19 @@ class Track:
         "name",
         "reset_offsets",
         "reset_ticks",
-        "short",
         "size",
+        "tier",
         "values",
     )
 
     def __init__(
-        self, size: int, cumulative: bool, tick: int, name: str = "", short: bool = False
+        self, size: int, cumulative: bool, tick: int, name: str = "", tier: Tier | None = None
     ) -> None:
         self.values = array("d", [NAN]) * size
         self.size = size
         """Slots in the ring: a tick's value is at `tick % size`."""
-        self.short = short
-        """Holds SHORT_TICKS ticks, not the rings' size (no reader has reached further back)."""
+        self.tier = tier
+        """The shorter rings this one is one of (None: it has the rings' size)."""
         self.name = name
         self.cumulative = cumulative
         self.first_tick = tick
@@ -153,6 +167,18 @@ class Track:
             self.reset_offsets = self.reset_offsets[expired:]
 
 
+class Tier:
+    """Rings shorter than the rings' size, all of one size: those of names read back at most
+    `reach_s` (grown until they hold that long), or short ones (reach None: SHORT_TICKS)."""
+
+    __slots__ = ("reach_s", "size", "tracks")
+
+    def __init__(self, reach_s: float | None, size: int) -> None:
+        self.reach_s = reach_s
+        self.size = size
+        self.tracks: set[Track] = set()
+
+
 class Rings:
     """The rings of every series, their ticks, and what one tick holds."""
 
@@ -162,7 +188,7 @@ class Rings:
         stale_after_s: float = DEFAULT_STALE_AFTER_S,
         first_size: int = FIRST_SIZE,
         retention_s: float | None = None,
-        long_names: Collection[str] | None = None,
+        reaches: Reaches | None = None,
     ) -> None:
         self.capacity = capacity
         """The most ticks held: the bound."""
@@ -187,11 +213,20 @@ class Rings:
         """Series by (name, instance): a fleet's per-server queries touch only their own."""
         self._tick_lookups: dict[float, int | None] = {}
         self._oldest = 0
-        self._long_names = None if long_names is None else set(long_names)
-        """The names whose rings hold the rings' size (None: every name's). Another name's
-        rings hold SHORT_TICKS when it `starts_short`, until a reader reaches back as far
+        self._reaches = reaches
+        """How far back each name is read (None: every ring has the rings' size). A name read
+        less far back than the retention has rings of its reach's tier, a name no reader named
+        short rings when it `starts_short`, either until a reader reaches back further
         (`held_from`)."""
-        self._short_tracks = 0
+        self._lengthened: set[str] = set()
+        """Names whose rings a reader lengthened: their later series have the rings' size."""
+        self._short = Tier(None, SHORT_TICKS)
+        known = set() if reaches is None else {*reaches.by_name.values(), reaches.others}
+        self._tiers = {
+            reach: Tier(reach, self.first_size)
+            for reach in sorted(known)
+            if retention_s is not None and reach < retention_s
+        }
 
     # the writer's -----------------------------------------------------------
 
@@ -201,6 +236,7 @@ class Rings:
             raise ValueError(f"frame at {timestamp} is not after the previous tick")
         self.tick += 1
         self._room_for(self.tick, timestamp)
+        self._tiers_room_for(self.tick, timestamp)
         self._times[self.tick % self.size] = timestamp
         self._tick_lookups.clear()
         self._oldest = max(self._oldest, self.tick - self.size + 1)
@@ -210,20 +246,29 @@ class Rings:
         return self._tracks.get(series)
 
     def add_track(self, series: Series, cumulative: bool) -> Track:
-        """A new ring for a series, starting at the current tick (short when no reader has
-        reached back for its name)."""
-        long_names = self._long_names
-        name = series.name
-        short = long_names is not None and name not in long_names and starts_short(name)
-        short = short and self.capacity > SHORT_TICKS
-        size = SHORT_TICKS if short else self.size
-        track = Track(size, cumulative, self.tick, series.name, short)
-        self._short_tracks += short
+        """A new ring for a series, starting at the current tick (of its name's tier, or the
+        rings' size)."""
+        tier = self._tier_of(series.name)
+        track = Track(self.size if tier is None else tier.size, cumulative, self.tick, series.name)
+        if tier is not None:
+            track.tier = tier
+            tier.tracks.add(track)
         self._tracks[series] = track
         self.series_generation += 1
         self._by_name.setdefault(series.name, []).append(series)
         self._by_instance.setdefault((series.name, series.label(INSTANCE)), []).append(series)
         return track
+
+    def _tier_of(self, name: str) -> Tier | None:
+        """The tier of a new ring of `name`: its reach's, the short one's, or None (the rings'
+        size: every name of a store that was not told what is read, or one lengthened)."""
+        reaches = self._reaches
+        if reaches is None or name in self._lengthened:
+            return None
+        reach = reaches.by_name.get(name)
+        if reach is None and starts_short(name):
+            return self._short if self.capacity > SHORT_TICKS else None
+        return self._tiers.get(reaches.others if reach is None else reach)
 
     def fill_gap(self, track: Track) -> None:
         """Mark ticks between the series' last value and the current tick as absent."""
@@ -234,26 +279,28 @@ class Rings:
     def held_from(self, track: Track, wanted: int) -> int:
         """The first tick from `wanted` on that the track's ring can hold. A short ring asked
         for its oldest tick or older is lengthened first, with every ring of its name: a reader
-        reaches that far back (the ticks it already dropped stay absent)."""
-        start = max(wanted, track.first_tick, self._oldest)
-        if start <= self.tick - track.size + 1 and track.short:
+        reaches that far back, and the next tick would drop what it read (the ticks it already
+        dropped stay absent). A ring of a reach's tier, which grows before it drops a tick
+        within its reach, is lengthened so when asked for a tick it dropped."""
+        start, held = max(wanted, track.first_tick, self._oldest), self.tick - track.size + 1
+        tier = track.tier
+        if tier is not None and (start < held or (start == held and tier.reach_s is None)):
             self._lengthen(track.name)
         return max(start, self.tick - track.size + 1)
 
     def _lengthen(self, name: str) -> None:
-        """Give every short ring of `name` the rings' size, and every later series of it."""
-        if self._long_names is not None:
-            self._long_names.add(name)
+        """Give every shorter ring of `name` the rings' size, and every later series of it."""
+        self._lengthened.add(name)
         for series in self._by_name.get(name, ()):
             track = self._tracks[series]
-            if not track.short:
+            if track.tier is None:
                 continue
             laid = array("d", [NAN]) * self.size
             kept = max(self.tick - track.size + 1, track.first_tick, self._oldest)
             for tick in range(kept, track.last_tick + 1):
                 laid[tick % self.size] = track.values[tick % track.size]
-            track.values, track.size, track.short = laid, self.size, False
-            self._short_tracks -= 1
+            track.tier.tracks.discard(track)
+            track.values, track.size, track.tier = laid, self.size, None
 
     # reads ------------------------------------------------------------------
 
@@ -283,22 +330,28 @@ class Rings:
         if retention is not None and self.time_of(next_oldest) <= timestamp - retention:
             return
         grown = min(self.size + max(self.first_size, self.size // GROWTH_DIVISOR), self.capacity)
-        if tick == self.size:
-            # ticks 0..tick-1 are held at their own index: the new slots go at the end
-            more = array("d", [NAN]) * (grown - self.size)
-            self._times.extend(more)
-            for track in self._tracks.values():
-                if not track.short:
-                    track.values.extend(more)
-                    track.size = grown
-        else:
-            oldest = tick - self.size
-            self._times = _relaid(self._times, oldest, self.size, grown)
-            for track in self._tracks.values():
-                if not track.short:
-                    track.values = _relaid(track.values, oldest, self.size, grown)
-                    track.size = grown
+        self._times = _grown(self._times, tick, self.size, grown)
+        for track in self._tracks.values():
+            if track.tier is None:
+                track.values = _grown(track.values, tick, self.size, grown)
+                track.size = grown
         self.size = grown
+
+    def _tiers_room_for(self, tick: int, timestamp: float) -> None:
+        """Grow each reach's tier (as `_room_for`, up to the rings' size) unless `tick` can
+        overwrite its oldest tick: the tick after that one is as old as the reach."""
+        for tier in self._tiers.values():
+            size = tier.size
+            if tick < size or size >= self.size:
+                continue
+            assert tier.reach_s is not None
+            if self.time_of(tick - size + 1) <= timestamp - tier.reach_s:
+                continue
+            grown = min(size + max(self.first_size, size // GROWTH_DIVISOR), self.size)
+            for track in tier.tracks:
+                track.values = _grown(track.values, tick, size, grown)
+                track.size = grown
+            tier.size = grown
 
     def tick_at_or_before(self, when: float) -> int | None:
         """The newest tick at or before `when`, None when all ticks are later or gone.
@@ -354,7 +407,7 @@ class Rings:
         """A ring's value at a tick (NaN when absent or out of the ring)."""
         if not track.first_tick <= tick <= track.last_tick or tick < self._oldest:
             return NAN
-        if track.short and tick <= self.tick - track.size + 1:
+        if track.tier is not None and tick <= self.tick - track.size + 1:
             self.held_from(track, tick)
         return track.values[tick % track.size]
 
@@ -391,8 +444,10 @@ class Rings:
 
     def memory_bytes(self) -> int:
         """Bytes held by the value rings and the time ring now (at most `bound_bytes`)."""
-        short = self._short_tracks
-        return 8 * (self.size * (len(self._tracks) - short + 1) + SHORT_TICKS * short)
+        tiers = [self._short, *self._tiers.values()]
+        shorter = sum(len(tier.tracks) for tier in tiers)
+        held = sum(tier.size * len(tier.tracks) for tier in tiers)
+        return 8 * (self.size * (len(self._tracks) - shorter + 1) + held)
 
     def bound_bytes(self) -> int:
         """Bytes the value rings and the time ring of the series held come to at capacity."""
@@ -424,6 +479,16 @@ class Rings:
         if track is None or track.last_tick < max(self._oldest, self.tick - track.size + 1):
             return None
         return self.time_of(track.last_tick), track.values[track.last_tick % track.size]
+
+
+def _grown(ring: array[float], tick: int, size: int, grown: int) -> array[float]:
+    """A ring of `size` slots given `grown` slots before `tick` is written: extended in place
+    while ticks 0..tick-1 are at their own index (before the first wrap), else laid out
+    afresh."""
+    if tick == size:
+        ring.extend(array("d", [NAN]) * (grown - size))
+        return ring
+    return _relaid(ring, tick - size, size, grown)
 
 
 def _relaid(ring: array[float], oldest: int, size: int, grown: int) -> array[float]:

@@ -4,7 +4,7 @@ aggregation queries the rules and views ask, composed; queries take `now`."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Iterable
 
 from vtop.core.frame import Labels, Series
 from vtop.core.histogram import Buckets, merge_buckets, optional_float, quantile
@@ -20,6 +20,7 @@ from vtop.core.store.rings import (
     PROCESS_START,
     Matchers,
     Measure,
+    Reaches,
     Rings,
     SeriesFreshness,
     Track,
@@ -52,9 +53,9 @@ class Store:
         column_writes: bool = True,
         first_size: int = FIRST_SIZE,
         retention_s: float | None = None,
-        long_names: Collection[str] | None = None,
+        reaches: Reaches | None = None,
     ) -> None:
-        self.rings = rings = Rings(capacity, stale_after_s, first_size, retention_s, long_names)
+        self.rings = rings = Rings(capacity, stale_after_s, first_size, retention_s, reaches)
         self.writer = writer = RingWriter(rings, max_series, column_writes)
         self.ingest = writer.ingest
         self.in_last_answer = writer.in_last_answer

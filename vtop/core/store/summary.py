@@ -14,6 +14,26 @@ TTFT = "vllm:time_to_first_token_seconds"
 ITL = "vllm:inter_token_latency_seconds"
 E2E = "vllm:e2e_request_latency_seconds"
 FINISHED = "vllm:request_success_total"
+QUEUE = "vllm:request_queue_time_seconds"
+PREFILL = "vllm:request_prefill_time_seconds"
+PREFIX_HITS = "vllm:prefix_cache_hits_total"
+PREFIX_QUERIES = "vllm:prefix_cache_queries_total"
+PREEMPTIONS = "vllm:num_preemptions_total"
+PROMPT_TOKENS = "vllm:prompt_tokens_total"
+GENERATION_TOKENS = "vllm:generation_tokens_total"
+RUNNING = "vllm:num_requests_running"
+WAITING = "vllm:num_requests_waiting"
+KV_USAGE = "vllm:kv_cache_usage_perc"
+WINDOW_NAMES = frozenset(
+    {
+        *(f"{histogram}_bucket" for histogram in (TTFT, ITL, E2E)),
+        *(f"{histogram}{part}" for histogram in (QUEUE, PREFILL) for part in ("_sum", "_count")),
+        *(FINISHED, PREFIX_HITS, PREFIX_QUERIES, PREEMPTIONS, PROMPT_TOKENS, GENERATION_TOKENS),
+        *(RUNNING, WAITING, KV_USAGE),
+    }
+)
+"""Every name a summary reads over its window, and the gauges a report states over it: a
+diagnosis reads them over all a watching session holds, so its store holds them that long."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,11 +152,9 @@ def summarize_with_ttft(
         ttft_p99_s=ttft_p99,
         itl_p50_s=itl_p50,
         itl_p99_s=itl_p99,
-        queue_mean_s=mean("vllm:request_queue_time_seconds"),
-        prefill_mean_s=mean("vllm:request_prefill_time_seconds"),
-        prefix_hit_rate=_ratio(
-            rate("vllm:prefix_cache_hits_total"), rate("vllm:prefix_cache_queries_total")
-        ),
+        queue_mean_s=mean(QUEUE),
+        prefill_mean_s=mean(PREFILL),
+        prefix_hit_rate=_ratio(rate(PREFIX_HITS), rate(PREFIX_QUERIES)),
         e2e_p50_s=e2e_p50,
         e2e_p99_s=e2e_p99,
         requests_per_s=finished_per_s,
@@ -179,18 +197,18 @@ def quick_summary(
     def rate(name: str) -> float | None:
         return _one(store.sum_by(store.rate, name, now, window, only))
 
-    kv_now = [store.latest(s, now) for s in store.select("vllm:kv_cache_usage_perc", only)]
+    kv_now = [store.latest(s, now) for s in store.select(KV_USAGE, only)]
     present = [v for v in kv_now if v is not None]
     base = previous or unknown_summary(target)
     return dataclasses.replace(
         base,
         target=target,
-        running=_one(store.latest_by("vllm:num_requests_running", now, only)),
-        waiting=_one(store.latest_by("vllm:num_requests_waiting", now, only)),
+        running=_one(store.latest_by(RUNNING, now, only)),
+        waiting=_one(store.latest_by(WAITING, now, only)),
         kv_usage=max(present) if present else None,
-        preemptions_per_s=rate("vllm:num_preemptions_total"),
-        prompt_tokens_per_s=rate("vllm:prompt_tokens_total"),
-        generation_tokens_per_s=rate("vllm:generation_tokens_total"),
+        preemptions_per_s=rate(PREEMPTIONS),
+        prompt_tokens_per_s=rate(PROMPT_TOKENS),
+        generation_tokens_per_s=rate(GENERATION_TOKENS),
     )
 
 
