@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 import itertools
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import repeat
 from operator import itemgetter
 from typing import NamedTuple, Protocol, TypeVar, overload
@@ -179,6 +179,11 @@ class TargetScrape:
     def ok(self) -> bool:
         """True when samples from this scrape may be ingested."""
         return self.status is ScrapeStatus.OK
+
+    def bare(self) -> TargetScrape:
+        """The scrape without its text and samples: what is kept of it once ingested (a
+        payload is 50 KB of text and 420 samples)."""
+        return replace(self, samples=(), raw_text="")
 
 
 @dataclass(frozen=True)

@@ -87,7 +87,7 @@ class RecentFrames:
         collector walks every one of them): its scrapes' text, held compactly. Drop the oldest
         beyond the bounds, never the newest."""
         texts = tuple(map(self._packed_text, frame.scrapes))
-        bare = tuple(dataclasses.replace(s, samples=(), raw_text="") for s in frame.scrapes)
+        bare = tuple(scrape.bare() for scrape in frame.scrapes)
         packed = PackedFrame(dataclasses.replace(frame, scrapes=bare), texts)
         self._packed.append(packed)
         self._bytes += packed.size + self._count_layouts(packed, 1)

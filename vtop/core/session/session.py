@@ -93,6 +93,7 @@ class TargetView:
     triage: Triage | None = None
     last_scrape: TargetScrape | None = None
     last_ok_scrape: TargetScrape | None = None
+    """The last answer, without its text and samples (the store holds its values)."""
     last_timestamp: float | None = None
     failures_since_ok: int = 0
     """Scrapes that failed since the last answer (0 while it answers)."""
@@ -274,7 +275,7 @@ class Session:
         if restarted or self._log_changed or view.last_scrape is None or recovered:
             view.base_config = server_config(scrape, frame.gpu or self.gpu, self._options())
             view.config = view.base_config
-        view.last_scrape = view.last_ok_scrape = scrape
+        view.last_scrape = view.last_ok_scrape = scrape.bare()
         if view.first_ok_timestamp is None:
             view.first_ok_timestamp = frame.timestamp
         self.exited.pop(scrape.target, None)
