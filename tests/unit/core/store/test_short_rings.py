@@ -23,8 +23,9 @@ from vtop.core.session.session import (
     watching_retention_s,
     watching_session,
 )
-from vtop.core.store.rings import SHORT_TICKS, Reaches
+from vtop.core.store.rings import SHORT_TICKS, Reaches, starts_short
 from vtop.core.store.store import Store
+from vtop.core.store.summary import WINDOW_NAMES
 
 LAG = "vllm:lag_seconds_bucket"
 """A histogram's buckets, no rule reads them (a gauge's values: they go down as well)."""
@@ -157,10 +158,10 @@ def test_a_later_series_of_a_lengthened_name_is_long_from_its_first_tick() -> No
 
 def test_a_watching_session_holds_each_rule_series_over_its_reach_and_the_rest_short() -> None:
     """Of the real capture's 420 series, a watching session keeps short rings for the buckets,
-    `_created` times and series not from vLLM that its rules do not read (the summary's
-    end-to-end latency buckets lengthened when it reads them): more than half of them; the
-    series its rules read have the rings of their reach's tier (at least two minutes) or, read
-    over the whole retention, the rings' size."""
+    `_created` times and series not from vLLM that neither its rules nor a diagnosis read:
+    more than half of them; the series its rules read have the rings of their reach's tier (at
+    least two minutes) or, read over the whole retention, the rings' size; so have the names a
+    diagnosis reads over all the session holds; any other, two minutes."""
     rules = load_rules()
     options = DiagnoseOptions()
     session = watching_session(rules, options, servers=1)
@@ -181,6 +182,9 @@ def test_a_watching_session_holds_each_rule_series_over_its_reach_and_the_rest_s
         for t in read
     )
     assert {t.tier.reach_s for t in read if t.tier} == {120.0, 300.0}
+    assert all(t.tier is None for t in tracks if t and t.name in WINDOW_NAMES)
+    others = [t for t in tracks if t and t.name not in reach and not starts_short(t.name)]
+    assert others and all(t.tier and t.tier.reach_s == READ_WHEN_ASKED_S for t in others)
     short = [t for t in tracks if t and t.tier is not None and t.tier.reach_s is None]
     assert len(short) > 420 / 2, len(short)
     assert all(
@@ -252,12 +256,12 @@ def test_what_the_views_a_diagnosis_and_a_what_if_read_lengthens_no_ring() -> No
     tracks = [store.rings.track(s) for n in store.names() for s in store.select(n)]
     sizes = {t.tier.reach_s: t.size for t in tracks if t is not None and t.tier is not None}
     assert sizes.keys() == {None, 120.0, 300.0} and max(sizes.values()) < ticks, sizes
-    now, tiers = ticks - 1.0, [t.tier for t in tracks if t]
+    now, tiers = ticks - 1.0, [(t, t.tier) for t in tracks if t]
     target_detail(session, target_facts(session, session.target(target), now), now, 15.0)
     fleet_rows(session, now)
     diagnosis(session, target)
     _read_when_asked(store, target, now)
-    lengthened = sorted({t.name for t, tier in zip(tracks, tiers) if t and t.tier is not tier})
+    lengthened = sorted({t.name for t, tier in tiers if t.tier is not tier})
     assert not lengthened
 
 
