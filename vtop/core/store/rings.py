@@ -176,7 +176,9 @@ class Tier:
     def __init__(self, reach_s: float | None, size: int) -> None:
         self.reach_s = reach_s
         self.size = size
-        self.tracks: set[Track] = set()
+        self.tracks: list[Track] = []
+        """Its rings (a list: a set costs four times the bytes, and only a lengthening, once
+        per name, takes rings out)."""
 
 
 class Rings:
@@ -252,7 +254,7 @@ class Rings:
         track = Track(self.size if tier is None else tier.size, cumulative, self.tick, series.name)
         if tier is not None:
             track.tier = tier
-            tier.tracks.add(track)
+            tier.tracks.append(track)
         self._tracks[series] = track
         self.series_generation += 1
         self._by_name.setdefault(series.name, []).append(series)
@@ -291,6 +293,7 @@ class Rings:
     def _lengthen(self, name: str) -> None:
         """Give every shorter ring of `name` the rings' size, and every later series of it."""
         self._lengthened.add(name)
+        tiers: set[Tier] = set()
         for series in self._by_name.get(name, ()):
             track = self._tracks[series]
             if track.tier is None:
@@ -299,8 +302,10 @@ class Rings:
             kept = max(self.tick - track.size + 1, track.first_tick, self._oldest)
             for tick in range(kept, track.last_tick + 1):
                 laid[tick % self.size] = track.values[tick % track.size]
-            track.tier.tracks.discard(track)
+            tiers.add(track.tier)
             track.values, track.size, track.tier = laid, self.size, None
+        for tier in tiers:
+            tier.tracks = [track for track in tier.tracks if track.tier is tier]
 
     # reads ------------------------------------------------------------------
 
