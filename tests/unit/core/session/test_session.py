@@ -15,6 +15,7 @@ from vtop.core.config.effective_config import DiagnoseOptions
 from vtop.core.frame import Frame, ScrapeStatus, TargetScrape
 from vtop.core.ingest.exposition import ExpositionParser
 from vtop.core.rules.loader import load_rules
+from vtop.core.session.recent import KeptValues
 from vtop.core.session.session import (
     RULE_BUDGET,
     Session,
@@ -121,9 +122,10 @@ def test_recent_frames_keep_text_not_samples_and_stay_under_the_bound() -> None:
 
 
 def test_payloads_read_through_a_layout_come_back_exactly_and_count_it_once() -> None:
-    """A scrape read through the previous payload's layout is kept as its values and that
-    layout: the text comes back byte for byte, and the layout counts against the bound once
-    while frames use it, and no longer once the last of them is dropped."""
+    """A scrape read through the previous payload's layout is kept as its values, compressed
+    against the first such payload's, and that layout: the text comes back byte for byte, and
+    the layout and the dictionary count against the bound once while frames use them, and no
+    longer once the last of them is dropped."""
     text = fixture("underload")
     texts = [re.sub(r"(_total\{[^}]*\}) (\S+)", rf"\1 {t}.25", text) for t in range(6)]
     assert len(set(texts)) == 6  # the values really move
@@ -143,7 +145,10 @@ def test_payloads_read_through_a_layout_come_back_exactly_and_count_it_once() ->
     kinds = [type(p.texts[0]).__name__ for p in held]
     assert kinds == ["bytes"] + ["KeptValues"] * 4
     assert [s.raw_text for f in recent.frames() for s in f.scrapes] == texts[:5]
-    layout = 2 * len(texts[1])  # counted from the first payload kept as values
+    values = [p.texts[0] for p in held[1:] if isinstance(p.texts[0], KeptValues)]
+    dictionary = values[0].dictionary  # the first payload kept as values: shared, counted once
+    assert all(kept.dictionary is dictionary for kept in values)
+    layout = 2 * len(texts[1]) + len(dictionary)
     assert recent.counted_bytes == sum(p.size for p in held) + layout
     assert 20 * max(p.size for p in held[1:]) < len(text)  # what keeping values is for
     recent.max_frames = 1
