@@ -211,8 +211,9 @@ class Rings:
         """Counts the series added: a selection made at the same count still holds (series are
         added, never removed)."""
         self._by_name: dict[str, list[Series]] = {}
-        self._by_instance: dict[tuple[str, str | None], list[Series]] = {}
-        """Series by (name, instance): a fleet's per-server queries touch only their own."""
+        self._by_instance: dict[str | None, dict[str, list[Series]]] = {}
+        """Series by instance, then name: a fleet's per-server queries touch only their own
+        (a dict per instance: no key tuple per series; most lists hold one series)."""
         self._tick_lookups: dict[float, int | None] = {}
         self._oldest = 0
         self._reaches = reaches
@@ -258,7 +259,11 @@ class Rings:
         self._tracks[series] = track
         self.series_generation += 1
         self._by_name.setdefault(series.name, []).append(series)
-        self._by_instance.setdefault((series.name, series.label(INSTANCE)), []).append(series)
+        named = self._by_instance.setdefault(series.label(INSTANCE), {})
+        if series.name in named:
+            named[series.name].append(series)
+        else:
+            named[series.name] = [series]  # one slot, not the four an append reserves
         return track
 
     def _tier_of(self, name: str) -> Tier | None:
@@ -435,7 +440,7 @@ class Rings:
     def select(self, name: str, matchers: Matchers | None = None) -> list[Series]:
         """Series of `name` whose labels equal every matcher."""
         if matchers and INSTANCE in matchers:
-            found = self._by_instance.get((name, matchers[INSTANCE]), [])
+            found = self._by_instance.get(matchers[INSTANCE], {}).get(name, [])
         else:
             found = self._by_name.get(name, [])
         if not matchers:
