@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+from collections.abc import Iterator
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -53,6 +54,20 @@ def _shot(step: int, kind: str, bounds: list[str], counted: float) -> Frame:
     return frame(float(step), TYPES, values)
 
 
+def _fed_alike(steps: list[str], *stores: Store) -> Iterator[int]:
+    """Each step's frame into every store alike (a bucket born at each "new" step, the counter
+    reset at each "reset"); yields the step after."""
+    bounds, counted = ["0.5"], 0.0
+    for step, kind in enumerate(steps):
+        if kind == "new":
+            bounds.append(str(step))
+        counted = 1.0 if kind == "reset" else counted + step
+        shot = _shot(step, kind, bounds, counted)
+        for store in stores:
+            store.ingest(shot)
+        yield step
+
+
 def _reads(store: Store, series: Series, now: float, *windows: float) -> list[object]:
     """What the rules and views ask of a series: windows, rates, instants, raw ranges."""
     answers: list[object] = [store.last_known(series), instant(store, series, now)]
@@ -76,14 +91,7 @@ def test_short_rings_read_from_the_first_tick_answer_as_long_ones(
     long, when the reads begin at the first tick (as a view's do)."""
     short = Store(capacity=60, first_size=first_size, reaches=EVERY_NAME_LONG)
     long = Store(capacity=60, first_size=first_size)
-    bounds, counted = ["0.5"], 0.0
-    for step, kind in enumerate(steps):
-        if kind == "new":
-            bounds.append(str(step))
-        counted = 1.0 if kind == "reset" else counted + step
-        shot = _shot(step, kind, bounds, counted)
-        short.ingest(shot)
-        long.ingest(shot)
+    for step in _fed_alike(steps, short, long):
         for name in long.names():
             for series in long.select(name):
                 assert _reads(short, series, float(step)) == _reads(long, series, float(step))
@@ -107,14 +115,7 @@ def test_rings_of_a_reach_answer_reads_within_it_as_long_ones(
         reaches=Reaches({LAG: reach, DONE: reach}, math.inf),
     )
     long = Store(capacity=60, first_size=first_size, retention_s=40.0)
-    bounds, counted = ["0.5"], 0.0
-    for step, kind in enumerate(steps):
-        if kind == "new":
-            bounds.append(str(step))
-        counted = 1.0 if kind == "reset" else counted + step
-        shot = _shot(step, kind, bounds, counted)
-        tiered.ingest(shot)
-        long.ingest(shot)
+    for step in _fed_alike(steps, tiered, long):
         for name in (LAG, DONE):
             for series in long.select(name):
                 reads = _reads(tiered, series, float(step), 1.0, reach)[1:]
