@@ -45,9 +45,17 @@ def test_importing_core_loads_no_ui_module() -> None:
     assert out.stdout.strip() == "[]"
 
 
-WATCHING_NEEDS_NOT = ("vtop.core.whatif", "vtop.core.manage.apply", "prometheus_client")
-"""Loaded by the keys that predict or apply, and by a payload the fast parser cannot read:
-a dashboard that only watches does not pay their resident memory (docs/benchmarks.md)."""
+WATCHING_NEEDS_NOT = (
+    "vtop.core.whatif",
+    "vtop.core.manage.apply",
+    "prometheus_client",
+    "grpc",
+    "google.protobuf",
+    "opentelemetry",
+)
+"""Loaded by the keys that predict or apply, by a payload the fast parser cannot read, and by
+listening for vLLM's spans (`--otlp`, the requests screen): a dashboard that only watches does
+not pay their resident memory (grpcio and protobuf: about 12 MiB; docs/benchmarks.md)."""
 
 
 def test_a_watching_dashboard_loads_neither_the_model_nor_the_reference_parser() -> None:

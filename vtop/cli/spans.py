@@ -10,15 +10,16 @@ import sys
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vtop.cli.errors import CliError
 from vtop.core.config.otlp_address import TRACES_PATH, OtlpAddressError, parse_address
 from vtop.core.config.settings import Settings
 from vtop.core.ingest.feeds import Feed
 from vtop.core.ingest.open_feed import open_feed
-from vtop.core.ingest.sources.otlp import SERVER_KEYS
-from vtop.core.ingest.sources.otlp_receiver import SpanStore, receiving
+
+if TYPE_CHECKING:
+    from vtop.core.ingest.sources.otlp_receiver import SpanStore
 
 SPANS_AFTER_S = 5.5
 """How long a diagnosis that receives spans waits after its window: vLLM's batch exporter
@@ -36,6 +37,8 @@ def listening_for_spans(
         return
     if path is not None:
         raise CliError("--otlp receives vLLM's spans live: a recording holds none")
+    from vtop.core.ingest.sources.otlp_receiver import receiving  # grpcio: only when listening
+
     try:
         addresses = [parse_address(text) for text in settings.otlp]
         with receiving(addresses, spans, settings.otlp_token) as bound:
@@ -73,6 +76,8 @@ def vllm_tracing(
     after any the environment already sets)."""
     if not settings.otlp:
         return [], {}
+    from vtop.core.ingest.sources.otlp import SERVER_KEYS  # protobuf: only with spans
+
     address = parse_address(settings.otlp[0])
     host = "127.0.0.1" if address.host in ("0.0.0.0", "::") else address.host
     named = ",".join(

@@ -14,7 +14,7 @@ import dataclasses
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from vtop.core.forensics.last_words import why_it_exited
 from vtop.core.frame import Event, EventKind, Frame, ProbeResult
@@ -32,11 +32,13 @@ from vtop.core.ingest.feed_status import (
 from vtop.core.ingest.poller import Poller
 from vtop.core.ingest.recorder import RecordingWriter
 from vtop.core.ingest.sources.nvml import NvmlSource
-from vtop.core.ingest.sources.otlp_receiver import SpanReceiver
 from vtop.core.ingest.sources.probe import ProbeSource
 from vtop.core.ingest.sources.process_log import LogTail
 from vtop.core.ingest.sources.vllm_http import VllmHttpSource
 from vtop.core.managed_server import ManagedServer, is_alive, read_log, reap
+
+if TYPE_CHECKING:
+    from vtop.core.ingest.sources.otlp_receiver import SpanReceiver
 
 MAX_BACKOFF_S = 30.0
 DEADLINE_SHARE = 0.8

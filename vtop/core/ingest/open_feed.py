@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from vtop.core.config.otlp_address import parse_address
 from vtop.core.config.settings import Settings
@@ -13,12 +14,14 @@ from vtop.core.ingest.canary_feed import CanaryFeed
 from vtop.core.ingest.feeds import Canaries, Feed, LiveFeed, RecordingFeed
 from vtop.core.ingest.recorder import RecordingWriter
 from vtop.core.ingest.sources.nvml import NvmlSource
-from vtop.core.ingest.sources.otlp_receiver import SpanReceiver
 from vtop.core.ingest.sources.probe import ProbeOptions, ProbeSource
 from vtop.core.ingest.sources.process_log import LogTail
 from vtop.core.ingest.sources.prometheus import PrometheusClient, PrometheusFeed, Reader
 from vtop.core.ingest.sources.vllm_http import ScrapeOptions, VllmHttpSource
 from vtop.core.managed_server import ManagedServer
+
+if TYPE_CHECKING:
+    from vtop.core.ingest.sources.otlp_receiver import SpanReceiver
 
 PROBE_TIMEOUT_S = 75.0
 
@@ -65,9 +68,13 @@ def open_feed(
 
 
 def span_receiver(settings: Settings) -> SpanReceiver | None:
-    """Receivers of vLLM's spans on the settings' `otlp` addresses, listening (None: none)."""
+    """Receivers of vLLM's spans on the settings' `otlp` addresses, listening (None: none).
+    Imported here: the receiver brings grpcio and protobuf (about 10 MiB of a dashboard's
+    memory), which a dashboard not listening for spans never needs."""
     if not settings.otlp:
         return None
+    from vtop.core.ingest.sources.otlp_receiver import SpanReceiver
+
     receiver = SpanReceiver([parse_address(a) for a in settings.otlp], settings.otlp_token)
     receiver.start()
     return receiver
