@@ -69,7 +69,7 @@ def open_feed(
 
 def span_receiver(settings: Settings) -> SpanReceiver | None:
     """Receivers of vLLM's spans on the settings' `otlp` addresses, listening (None: none).
-    Imported here: the receiver brings grpcio and protobuf (about 10 MiB of a dashboard's
+    Imported here: the receiver brings grpcio and protobuf (about 12 MiB of a dashboard's
     memory), which a dashboard not listening for spans never needs."""
     if not settings.otlp:
         return None

@@ -252,9 +252,9 @@ class Rings:
         """A new ring for a series, starting at the current tick (of its name's tier, or the
         rings' size)."""
         tier = self._tier_of(series.name)
-        track = Track(self.size if tier is None else tier.size, cumulative, self.tick, series.name)
+        size = self.size if tier is None else tier.size
+        track = Track(size, cumulative, self.tick, series.name, tier)
         if tier is not None:
-            track.tier = tier
             tier.tracks.append(track)
         self._tracks[series] = track
         self.series_generation += 1
@@ -333,13 +333,9 @@ class Rings:
         as old as the retention (it is then the base of the widest window). A quarter, not
         double: the slots reserved ahead cost 8 bytes per series each (1.3 MB at 600 ticks of
         a vLLM payload), and a growth copies each ring once, a few dozen times in an hour."""
-        if tick < self.size or self.size == self.capacity:
+        grown = self._grown_size(tick, timestamp, self.size, self.capacity, self.retention_s)
+        if grown is None:
             return
-        next_oldest = tick - self.size + 1
-        retention = self.retention_s
-        if retention is not None and self.time_of(next_oldest) <= timestamp - retention:
-            return
-        grown = min(self.size + max(self.first_size, self.size // GROWTH_DIVISOR), self.capacity)
         self._times = _grown(self._times, tick, self.size, grown)
         for track in self._tracks.values():
             if track.tier is None:
@@ -352,16 +348,25 @@ class Rings:
         overwrite its oldest tick: the tick after that one is as old as the reach."""
         for tier in self._tiers.values():
             size = tier.size
-            if tick < size or size >= self.size:
+            grown = self._grown_size(tick, timestamp, size, self.size, tier.reach_s)
+            if grown is None:
                 continue
-            assert tier.reach_s is not None
-            if self.time_of(tick - size + 1) <= timestamp - tier.reach_s:
-                continue
-            grown = min(size + max(self.first_size, size // GROWTH_DIVISOR), self.size)
             for track in tier.tracks:
                 track.values = _grown(track.values, tick, size, grown)
                 track.size = grown
             tier.size = grown
+
+    def _grown_size(
+        self, tick: int, timestamp: float, size: int, most: int, reach_s: float | None
+    ) -> int | None:
+        """The size rings of `size` slots grow to before `tick` (by a quarter, up to `most`),
+        None when `tick` can overwrite their oldest: they are at `most`, or the tick after
+        their oldest is already `reach_s` old (None: they grow to `most`)."""
+        if tick < size or size >= most:
+            return None
+        if reach_s is not None and self.time_of(tick - size + 1) <= timestamp - reach_s:
+            return None
+        return min(size + max(self.first_size, size // GROWTH_DIVISOR), most)
 
     def tick_at_or_before(self, when: float) -> int | None:
         """The newest tick at or before `when`, None when all ticks are later or gone.
